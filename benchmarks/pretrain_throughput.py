@@ -1,0 +1,196 @@
+"""Pretraining-step throughput on CPU: bertlab vs transformers.BertForPreTraining at the same config, batch and length.
+
+One step = forward + backward + AdamW step on MLM (a `--masked-fraction` of positions labelled, -100 elsewhere) + NSP.
+bertlab scores the MLM head only at labelled positions; transformers computes logits at all positions (its normal
+behaviour) and ignores the -100 labels in the loss. All runners see the same batches (their number of labelled
+positions varies, as in real training) and are timed in interleaved rounds after warm-up, in one process, to
+reduce the noise of a shared machine; the reported figure is the median step time.
+
+    python benchmarks/pretrain_throughput.py                # bertlab vs transformers, the defaults below
+    python benchmarks/pretrain_throughput.py --ablations    # + one-change-at-a-time variants of bertlab
+    python benchmarks/pretrain_throughput.py --compile      # + bertlab under torch.compile (compile time shown)
+
+Achieved GFLOP/s uses `bertlab.model.flops_per_token` (matmul FLOPs only, see its docstring), against a plain
+fp32 `torch.mm` of 1024x1024 matrices timed in each round of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from bertlab.export import config_to_hf
+from bertlab.model import BertConfig, BertForPretraining, flops_per_token
+
+MASK_ID = 4
+
+
+@dataclass
+class Runner:
+    name: str
+    step: Callable[[dict[str, torch.Tensor]], None]
+    flops_per_token: float | None = None  # set for bertlab runners: achieved GFLOP/s is reported for them
+    warmup_seconds: float = 0.0
+    times: list[float] = field(default_factory=list)
+
+
+def make_batches(config: BertConfig, batch: int, seq: int, masked_fraction: float, n: int) -> list[dict]:
+    """`n` random MLM+NSP batches without padding, two segments, Bernoulli(`masked_fraction`) labelled positions."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(5, config.vocab_size, (batch, seq), generator=g)
+        token_type = torch.zeros_like(ids)
+        token_type[:, seq // 2:] = 1
+        picked = torch.rand(batch, seq, generator=g) < masked_fraction
+        out.append({
+            "input_ids": ids.masked_fill(picked, MASK_ID), "token_type_ids": token_type,
+            "attention_mask": torch.ones_like(ids), "labels": ids.masked_fill(~picked, -100),
+            "next_sentence_label": torch.randint(0, 2, (batch,), generator=g),
+        })
+    return out
+
+
+def adamw(params, kind: str) -> torch.optim.AdamW:
+    """AdamW with the `kind` implementation: 'fused', 'foreach' or 'loop' (torch's default for CPU tensors)."""
+    return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, fused=kind == "fused", foreach=kind == "foreach")
+
+
+def bertlab_runner(
+    name: str, config: BertConfig, seq: int, masked_fraction: float, optimizer: str = "fused",
+    compile: bool = False, full_head: bool = False, keep_mask: bool = False,
+) -> Runner:
+    """A bertlab training step; `full_head`/`keep_mask` switch off one speed-up each (for the ablation)."""
+    model = BertForPretraining(config, nsp=True).train()
+    forward = torch.compile(model) if compile else model
+    opt = adamw(model.parameters(), optimizer)
+
+    def step(b: dict[str, torch.Tensor]) -> None:
+        mask = b["attention_mask"]
+        if keep_mask:  # one padded position forces the (B, 1, 1, S) boolean mask through attention
+            mask = mask.clone()
+            mask[0, -1] = 0
+        opt.zero_grad(set_to_none=True)
+        if full_head:
+            mlm_logits, nsp_logits = model.logits(b["input_ids"], b["token_type_ids"], mask)
+            loss = F.cross_entropy(mlm_logits.flatten(0, 1), b["labels"].flatten()) + F.cross_entropy(
+                nsp_logits, b["next_sentence_label"])
+        else:
+            loss = forward(b["input_ids"], b["token_type_ids"], mask, b["labels"], b["next_sentence_label"]).loss
+        loss.backward()
+        opt.step()
+
+    return Runner(name, step, flops_per_token(config, seq, 1.0 if full_head else masked_fraction))
+
+
+def transformers_runner(config: BertConfig) -> Runner:
+    """transformers.BertForPreTraining (sdpa attention) with torch's default AdamW."""
+    import transformers
+
+    hf_config = transformers.BertConfig(**config_to_hf(config), attn_implementation="sdpa")
+    model = transformers.BertForPreTraining(hf_config).train()
+    opt = adamw(model.parameters(), "loop")
+
+    def step(b: dict[str, torch.Tensor]) -> None:
+        opt.zero_grad(set_to_none=True)
+        model(**b).loss.backward()
+        opt.step()
+
+    return Runner("transformers BertForPreTraining (sdpa)", step)
+
+
+def mm_gflops(n: int = 1024, reps: int = 5) -> float:
+    """GFLOP/s of a plain fp32 n x n x n `torch.mm`."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * n**3 * reps / (time.perf_counter() - start) / 1e9
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--intermediate", type=int, default=1024)
+    p.add_argument("--vocab", type=int, default=30522)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--masked-fraction", type=float, default=0.15)
+    p.add_argument("--rounds", type=int, default=6, help="timed rounds; each runs every runner `--steps` times")
+    p.add_argument("--steps", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per runner (compilation happens here)")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--optimizer", choices=["fused", "foreach", "loop"], default="fused", help="bertlab's AdamW")
+    p.add_argument("--compile", action="store_true", help="add bertlab under torch.compile")
+    p.add_argument("--ablations", action="store_true", help="add bertlab variants that each drop one speed-up")
+    p.add_argument("--no-transformers", action="store_true")
+    args = p.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=args.vocab, num_layers=args.layers, hidden_size=args.hidden, num_heads=args.heads,
+                        intermediate_size=args.intermediate, max_position_embeddings=max(512, args.seq))
+    batches = make_batches(config, args.batch, args.seq, args.masked_fraction, n=4)
+    common = dict(config=config, seq=args.seq, masked_fraction=args.masked_fraction)
+    runners = [bertlab_runner(f"bertlab ({args.optimizer} AdamW)", optimizer=args.optimizer, **common)]
+    if args.compile:
+        runners.append(bertlab_runner("bertlab + torch.compile", optimizer=args.optimizer, compile=True, **common))
+    if args.ablations:
+        runners += [
+            bertlab_runner("  ablation: full-sequence MLM head", optimizer=args.optimizer, full_head=True, **common),
+            bertlab_runner("  ablation: padding mask kept", optimizer=args.optimizer, keep_mask=True, **common),
+            *[bertlab_runner(f"  ablation: {kind} AdamW", optimizer=kind, **common)
+              for kind in ("foreach", "loop") if kind != args.optimizer],
+        ]
+    if not args.no_transformers:
+        runners.append(transformers_runner(config))
+
+    counter = 0
+    for r in runners:
+        start = time.perf_counter()
+        for _ in range(args.warmup):
+            r.step(batches[counter % len(batches)])
+            counter += 1
+        r.warmup_seconds = time.perf_counter() - start
+    mm = []
+    for round_ in range(args.rounds):
+        mm.append(mm_gflops())
+        order = runners[round_ % len(runners):] + runners[: round_ % len(runners)]  # rotate who goes first
+        for r in order:
+            for _ in range(args.steps):
+                b = batches[counter % len(batches)]
+                start = time.perf_counter()
+                r.step(b)
+                r.times.append(time.perf_counter() - start)
+            counter += 1
+
+    tokens = args.batch * args.seq
+    print(f"config: L={args.layers} H={args.hidden} A={args.heads} I={args.intermediate} V={args.vocab}; "
+          f"batch {args.batch} x seq {args.seq}, {args.masked_fraction:.0%} labelled; threads {args.threads}; "
+          f"torch {torch.__version__}; {args.rounds} rounds x {args.steps} step(s) after {args.warmup} warm-up")
+    print(f"plain torch.mm 1024^3 fp32: {statistics.median(mm):.1f} GFLOP/s (median; min {min(mm):.1f}, "
+          f"max {max(mm):.1f})")
+    slowest = max(statistics.median(r.times) for r in runners)
+    print(f"{'runner':42s} {'step s':>7s} {'tokens/s':>9s} {'speed-up':>8s} {'GFLOP/s':>8s} {'warm-up s':>9s}")
+    for r in runners:
+        t = statistics.median(r.times)
+        gflops = f"{r.flops_per_token * tokens / t / 1e9:8.1f}" if r.flops_per_token else f"{'-':>8s}"
+        print(f"{r.name:42s} {t:7.3f} {tokens / t:9.0f} {slowest / t:7.2f}x {gflops} {r.warmup_seconds:9.1f}")
+    if not args.no_transformers:
+        ratio = statistics.median(runners[-1].times) / statistics.median(runners[0].times)
+        print(f"bertlab / transformers tokens/s: {ratio:.2f}x")
+    print("GFLOP/s counts matmul FLOPs per token = 6*L*(4H^2+2HI) + 12*L*S*H + 6*f*(H^2+HV), f = labelled fraction "
+          "(1 for the full-sequence head)")
+
+
+if __name__ == "__main__":
+    main()

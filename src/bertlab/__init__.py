@@ -1,0 +1,1 @@
+"""bertlab: BERT pretraining, fine-tuning and the paper's ablations, end to end."""

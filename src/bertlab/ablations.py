@@ -1,0 +1,87 @@
+"""Stage `ablations`: the BERT paper's Tables 5, 6 and 7 beside ours, with the paper's claims checked on our numbers.
+
+Reads `data/pretrain/*/metrics.{json,csv}`, `data/finetune/*/metrics.json`, `data/download/manifest.json` and
+`data/pretrain_data/stats.json`. Writes into `ablations.report_dir` (default `reports/`): `ablations.md`,
+`ablations_table{5,6,7}.csv`, `metrics.json`, `figures/` and `pretrain_loss/`, all built in a scratch directory
+first and then moved into place; other files in the report directory are left alone.
+With `logger=wandb`, logs the tables, findings and figures to one W&B run in group "ablations".
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from bertlab import report, stage
+
+log = logging.getLogger(__name__)
+
+
+def git_commit() -> str:
+    """The short hash of HEAD, or "unknown" outside a repository or before the first commit."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
+def publish(src: Path, dest: Path) -> None:
+    """Move every file and directory of `src` into `dest`, replacing those of the same name only."""
+    for item in sorted(src.iterdir()):
+        target = dest / item.name
+        if target.is_dir():
+            shutil.rmtree(target)
+        item.replace(target)
+
+
+def build(cfg: DictConfig, profile: str) -> report.Report:
+    """Collect the results under `cfg.data_dir` and write the report into `cfg.ablations.report_dir`."""
+    spec = OmegaConf.to_container(cfg.ablations, resolve=True)
+    results = report.collect(Path(cfg.data_dir))
+    report_dir = Path(cfg.ablations.report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=report_dir, prefix=".ablations-") as tmp:
+        built = report.write(Path(tmp), spec, results, profile=profile, commit=git_commit())
+        publish(Path(tmp), report_dir)
+    figures = [report_dir / "figures" / p.name for p in built.figures]
+    return report.Report(built.entries, built.findings, figures)
+
+
+def log_wandb(cfg: DictConfig, built: report.Report) -> None:
+    """One W&B run in group "ablations": each table and the findings as a wandb.Table, the figures as images."""
+    import wandb
+
+    Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
+    with wandb.init(
+        project=cfg.logger.project, group="ablations", job_type="report", name="ablations",
+        dir=cfg.logger.save_dir, mode="offline" if cfg.logger.offline else "online",
+        config=OmegaConf.to_container(cfg.ablations, resolve=True),
+    ) as run:
+        tables = {t: wandb.Table(columns=list(report.CSV_FIELDS), data=report.csv_rows(built.entries, t))
+                  for t in report.TABLES}
+        findings = wandb.Table(columns=["claim", "verdict", "evidence"],
+                               data=[[f.claim, f.verdict, f.evidence] for f in built.findings])
+        images = {f"figures/{p.stem}": wandb.Image(str(p)) for p in built.figures}
+        run.log({**tables, "findings": findings, **images})
+
+
+@stage.main
+def run(cfg: DictConfig) -> None:
+    profile = cfg.ablations.profile or HydraConfig.get().runtime.choices.get("profile") or "unknown"
+    built = build(cfg, profile)
+    for f in built.findings:
+        log.info("%s: %s (%s)", f.verdict, f.claim, f.evidence)
+    if cfg.logger.kind == "wandb":
+        log_wandb(cfg, built)
+    log.info("report -> %s", Path(cfg.ablations.report_dir) / "ablations.md")
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,88 @@
+"""Stage `configs`: compose, with Hydra, the exact config of every run in the pipeline.
+
+`dvc repro` never composes Hydra configs, so this first stage does it. For each run that `params.yaml`
+asks for it writes `data/configs/<stage>/<name>.yaml`, the complete resolved config the run starts from
+(`python -m bertlab.<stage> -cd data/configs/<stage> -cn <name>`), and `<name>.key.yaml`, the part of it
+that can change the run's results. Each DVC stage depends on its key file only, so `dvc repro` reruns
+exactly the runs whose effective settings changed, and never one for a speed-only (`impl`) or logging
+(`logger`) change.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+
+from bertlab.stage import CONF_DIR, UserError, atomic_dir
+
+# The config sections each stage reads that can change its outputs (upstream outputs are DVC deps).
+RESULT_KEYS: dict[str, list[str]] = {
+    "download": ["mirror", "corpus.sources", "download"],
+    "tokenizer": ["corpus", "tokenizer"],
+    "pretrain_data": ["corpus", "pretrain_data"],
+    "pretrain": ["model", "objective", "pretrain", "seed"],
+    "finetune": ["finetune", "task", "seed"],
+    "ablations": ["ablations"],
+}
+
+
+def runs(params: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
+    """(stage, run name, Hydra overrides) of every run in the pipeline, as params.yaml defines them."""
+    base = [f"profile={params['profile']}"]
+    for stage in ("download", "tokenizer", "pretrain_data"):
+        yield stage, stage, base
+    for name, overrides in params["pretrain"].items():
+        yield "pretrain", name, [*base, f"name={name}", *overrides]
+    ft = params["finetune"]
+    for encoder, task, seed in itertools.product(ft["encoders"], ft["tasks"], params["seeds"]):
+        name = f"{encoder}-{task}-{seed}"
+        yield "finetune", name, [*base, f"name={name}", f"finetune.encoder={encoder}", f"task={task}", f"seed={seed}"]
+    yield "ablations", "ablations", base
+
+
+def select(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
+    """The resolved values at dotted `keys` of `cfg`."""
+    values = {k: OmegaConf.select(cfg, k) for k in keys}
+    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in values.items()}
+
+
+def write_all(params: dict[str, Any], out: Path) -> int:
+    """Compose and write every run's config and key file under `out`; returns the number of runs."""
+    count = 0
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), atomic_dir(out) as tmp:
+        for stage, name, overrides in runs(params):
+            try:
+                cfg = compose(config_name="config", overrides=overrides)
+            except HydraException as err:
+                raise UserError(f"{stage} run {name!r} ({' '.join(overrides)}): {str(err).splitlines()[0]}") from err
+            full = OmegaConf.to_container(cfg, resolve=True)
+            full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{stage}/{name}"}, "output_subdir": None}
+            (tmp / stage).mkdir(exist_ok=True)
+            (tmp / stage / f"{name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
+            key = {"overrides": overrides, **select(cfg, RESULT_KEYS[stage])}
+            (tmp / stage / f"{name}.key.yaml").write_text(yaml.safe_dump(key, sort_keys=True))
+            count += 1
+    return count
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    params_file = Path(argv[0] if argv else "params.yaml")
+    params = yaml.safe_load(params_file.read_text())
+    try:
+        n = write_all(params, Path("data") / "configs")
+    except (UserError, KeyError) as err:
+        sys.exit(f"error: {err}")
+    print(f"composed {n} run configs from conf/ and {params_file}")
+
+
+if __name__ == "__main__":
+    main()

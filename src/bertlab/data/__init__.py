@@ -1,0 +1,1 @@
+"""Data sources, pretraining instances, masking and task encodings."""

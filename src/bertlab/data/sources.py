@@ -1,0 +1,62 @@
+"""Load a dataset split by hub id, from the Hugging Face hub or from a local mirror of it.
+
+A mirror is a directory laid out as the hub's parquet conversion: `<root>/<hub_id>/<config>/<split>-*.parquet`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+
+MIRROR_ENV = "BERTLAB_DATA_MIRROR"
+
+
+class SourceError(RuntimeError):
+    """A dataset split that cannot be loaded; the message is one line meant for the user."""
+
+
+def split_key(hub_id: str, config: str, split: str) -> str:
+    """The name of a split as it appears in messages and manifests: `hub_id/config/split`."""
+    return f"{hub_id}/{config}/{split}"
+
+
+def mirror_files(root: str | Path, hub_id: str, config: str, split: str) -> list[Path]:
+    """The parquet shards of one split in a mirror (empty when the mirror lacks it)."""
+    return sorted((Path(root) / hub_id / config).glob(f"{split}-*.parquet"))
+
+
+def mirror_contents(root: str | Path) -> list[str]:
+    """Every `hub_id/config/split` a mirror holds."""
+    found = {
+        split_key(str(p.parent.parent.relative_to(root)), p.parent.name, p.name.split("-")[0])
+        for p in Path(root).glob("**/*.parquet")
+    }
+    return sorted(found)
+
+
+def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None = None) -> datasets.Dataset:
+    """One split of a dataset: read from `mirror` when given, else fetched from the hub by id.
+
+    Raises SourceError (one line) when the mirror lacks the split or the hub cannot be reached.
+    """
+    key = split_key(hub_id, config, split)
+    if mirror is not None:
+        if not Path(mirror).is_dir():
+            raise SourceError(f"data mirror {mirror} is not a directory (set {MIRROR_ENV} or mirror=... to a local copy)")
+        files = mirror_files(mirror, hub_id, config, split)
+        if not files:
+            held = mirror_contents(mirror)
+            same = [k.removeprefix(hub_id + "/") for k in held if k.startswith(hub_id + "/")]
+            what = f"of {hub_id} it holds {', '.join(same)}" if same else (
+                "it holds " + (", ".join(sorted({k.rsplit("/", 2)[0] for k in held})) or "nothing"))
+            raise SourceError(f"{key} is not in the mirror {mirror}; {what}")
+        return datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
+    try:
+        return datasets.load_dataset(hub_id, config, split=split)
+    except Exception as err:  # datasets raises many types for "offline", "not found", "no such split"
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise SourceError(
+            f"cannot load {key} from the Hugging Face hub ({reason}); "
+            f"without network, set {MIRROR_ENV} (or mirror=...) to a local copy"
+        ) from err

@@ -1,0 +1,170 @@
+"""Save/load bertlab models: plain PyTorch (`model.pt`) and Hugging Face `BertForPreTraining` layout (no transformers).
+
+The HF export writes `model.safetensors` + `config.json` that `transformers.BertForPreTraining.from_pretrained` loads
+as is. Models without an NSP head (MLM-only, left-to-right LM) get a zero `cls.seq_relationship` (uniform NSP
+logits) so the layout stays loadable; `config.json` then says `"bertlab_nsp": false`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from bertlab.model import BertConfig, BertForPretraining
+
+PLAIN_WEIGHTS, HF_WEIGHTS, CONFIG = "model.pt", "model.safetensors", "config.json"
+
+# bertlab name -> HF name, for everything but the fused qkv ("{i}" = layer index)
+_LAYER_NAMES = {
+    "attn_out": "attention.output.dense",
+    "ln_attn": "attention.output.LayerNorm",
+    "ffn_in": "intermediate.dense",
+    "ffn_out": "output.dense",
+    "ln_ffn": "output.LayerNorm",
+}
+_TOP_NAMES = {
+    "encoder.embeddings.word_embeddings.weight": "bert.embeddings.word_embeddings.weight",
+    "encoder.embeddings.position_embeddings.weight": "bert.embeddings.position_embeddings.weight",
+    "encoder.embeddings.token_type_embeddings.weight": "bert.embeddings.token_type_embeddings.weight",
+    "encoder.embeddings.ln.weight": "bert.embeddings.LayerNorm.weight",
+    "encoder.embeddings.ln.bias": "bert.embeddings.LayerNorm.bias",
+    "encoder.pooler.weight": "bert.pooler.dense.weight",
+    "encoder.pooler.bias": "bert.pooler.dense.bias",
+    "mlm_dense.weight": "cls.predictions.transform.dense.weight",
+    "mlm_dense.bias": "cls.predictions.transform.dense.bias",
+    "mlm_ln.weight": "cls.predictions.transform.LayerNorm.weight",
+    "mlm_ln.bias": "cls.predictions.transform.LayerNorm.bias",
+    "mlm_bias": "cls.predictions.bias",
+    "nsp.weight": "cls.seq_relationship.weight",
+    "nsp.bias": "cls.seq_relationship.bias",
+}
+_HF_CONFIG_KEYS = {  # BertConfig field -> HF config key
+    "vocab_size": "vocab_size", "num_layers": "num_hidden_layers", "hidden_size": "hidden_size",
+    "num_heads": "num_attention_heads", "intermediate_size": "intermediate_size",
+    "max_position_embeddings": "max_position_embeddings", "type_vocab_size": "type_vocab_size",
+    "dropout": "hidden_dropout_prob", "attention_dropout": "attention_probs_dropout_prob",
+    "layer_norm_eps": "layer_norm_eps", "initializer_range": "initializer_range", "pad_token_id": "pad_token_id",
+}
+
+
+def _unwrap(model: nn.Module) -> nn.Module:
+    return getattr(model, "_orig_mod", model)  # a torch.compile'd model saves as the original
+
+
+def save_plain(model: BertForPretraining, config: BertConfig, directory: str | Path) -> Path:
+    """Write `model.pt` (plain state dict) and `config.json` (the BertConfig fields) into `directory`."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(_unwrap(model).state_dict(), out / PLAIN_WEIGHTS)
+    (out / CONFIG).write_text(json.dumps(asdict(config), indent=2) + "\n")
+    return out
+
+
+def load_plain(directory: str | Path, map_location: str | torch.device = "cpu") -> tuple[BertForPretraining, BertConfig]:
+    """Rebuild the model saved by `save_plain` (NSP head present iff it was saved)."""
+    d = Path(directory)
+    config = BertConfig(**json.loads((d / CONFIG).read_text()))
+    state = torch.load(d / PLAIN_WEIGHTS, map_location=map_location, weights_only=True)
+    model = BertForPretraining(config, nsp="nsp.weight" in state)
+    model.load_state_dict(state)
+    return model, config
+
+
+def bertlab_to_hf(state: dict[str, Tensor], config: BertConfig) -> dict[str, Tensor]:
+    """bertlab state dict -> HF `BertForPreTraining` names (fused qkv split into query/key/value)."""
+    hf: dict[str, Tensor] = {}
+    for i in range(config.num_layers):
+        src, dst = f"encoder.layers.{i}.", f"bert.encoder.layer.{i}."
+        for kind in ("weight", "bias"):
+            for name, part in zip(("query", "key", "value"), state[f"{src}qkv.{kind}"].chunk(3)):
+                hf[f"{dst}attention.self.{name}.{kind}"] = part
+            for ours, theirs in _LAYER_NAMES.items():
+                hf[f"{dst}{theirs}.{kind}"] = state[f"{src}{ours}.{kind}"]
+    for ours, theirs in _TOP_NAMES.items():
+        if ours in state:
+            hf[theirs] = state[ours]
+    if "nsp.weight" not in state:
+        hf["cls.seq_relationship.weight"] = torch.zeros(2, config.hidden_size)
+        hf["cls.seq_relationship.bias"] = torch.zeros(2)
+    return {k: v.detach().cpu().contiguous() for k, v in hf.items()}
+
+
+def hf_to_bertlab(state: dict[str, Tensor], config: BertConfig, nsp: bool = True) -> dict[str, Tensor]:
+    """HF `BertForPreTraining`/`BertModel` state dict -> bertlab names (query/key/value fused into qkv).
+
+    Accepts names with or without the `bert.` prefix and old TF-converted `gamma`/`beta` LayerNorm names; ignores
+    buffers and the tied `cls.predictions.decoder.*`. Head weights missing from the input (a bare `BertModel`) are
+    missing from the output too.
+    """
+    norm = {}
+    for k, v in state.items():
+        k = k.removeprefix("bert.").replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        norm[k if k.startswith("cls.") else f"bert.{k}"] = v
+    ours: dict[str, Tensor] = {}
+    for i in range(config.num_layers):
+        src, dst = f"bert.encoder.layer.{i}.", f"encoder.layers.{i}."
+        for kind in ("weight", "bias"):
+            ours[f"{dst}qkv.{kind}"] = torch.cat([norm[f"{src}attention.self.{n}.{kind}"] for n in ("query", "key", "value")])
+            for mine, theirs in _LAYER_NAMES.items():
+                ours[f"{dst}{mine}.{kind}"] = norm[f"{src}{theirs}.{kind}"]
+    for mine, theirs in _TOP_NAMES.items():
+        if theirs in norm and (nsp or not mine.startswith("nsp.")):
+            ours[mine] = norm[theirs]
+    return ours
+
+
+def config_to_hf(config: BertConfig, nsp: bool = True) -> dict:
+    """HF `BertConfig` dict for `config` (exact-erf "gelu", absolute positions, tied decoder)."""
+    hf = {theirs: getattr(config, ours) for ours, theirs in _HF_CONFIG_KEYS.items()}
+    return {
+        "model_type": "bert", "architectures": ["BertForPreTraining"], "hidden_act": "gelu",
+        "position_embedding_type": "absolute", "tie_word_embeddings": True, "dtype": "float32", **hf,
+        "bertlab_nsp": nsp,  # False: cls.seq_relationship is all zeros (no NSP head was trained)
+    }
+
+
+def config_from_hf(hf: dict) -> BertConfig:
+    """BertConfig from an HF `config.json` dict (only absolute positions and "gelu" are supported)."""
+    if hf.get("hidden_act", "gelu") != "gelu" or hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError("bertlab supports hidden_act='gelu' and position_embedding_type='absolute' only")
+    names = {f.name for f in fields(BertConfig)}
+    return BertConfig(**{ours: hf[theirs] for ours, theirs in _HF_CONFIG_KEYS.items() if ours in names and theirs in hf})
+
+
+def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path) -> Path:
+    """Write `model.safetensors` + `config.json` in the HF `BertForPreTraining` layout into `directory`."""
+    from safetensors.torch import save_file
+
+    model = _unwrap(model)
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(bertlab_to_hf(model.state_dict(), config), out / HF_WEIGHTS, metadata={"format": "pt"})
+    (out / CONFIG).write_text(json.dumps(config_to_hf(config, nsp=model.nsp is not None), indent=2) + "\n")
+    return out
+
+
+def load_hf(directory: str | Path) -> tuple[BertForPretraining, BertConfig]:
+    """Load an HF BERT directory (ours, or e.g. Google's converted checkpoints) as a bertlab model.
+
+    Reads `model.safetensors`, else `pytorch_model.bin`. The NSP head is kept when the checkpoint has one (unless
+    `config.json` says `"bertlab_nsp": false`); missing MLM-head weights keep their fresh initialisation.
+    """
+    d = Path(directory)
+    hf_config = json.loads((d / CONFIG).read_text())
+    config = config_from_hf(hf_config)
+    if (d / HF_WEIGHTS).exists():
+        from safetensors.torch import load_file
+
+        state = load_file(d / HF_WEIGHTS)
+    else:
+        state = torch.load(d / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    nsp = hf_config.get("bertlab_nsp", any(k.endswith("seq_relationship.weight") for k in state))
+    model = BertForPretraining(config, nsp=nsp)
+    missing, _ = model.load_state_dict(hf_to_bertlab(state, config, nsp), strict=False)
+    if any(k.startswith("encoder.") for k in missing):
+        raise KeyError(f"checkpoint lacks encoder weights: {[k for k in missing if k.startswith('encoder.')]}")
+    return model, config

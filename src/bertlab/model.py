@@ -1,0 +1,232 @@
+"""BERT (Devlin et al., 2019) in one file: encoder, pretraining heads and the FLOP count used for throughput.
+
+Post-LN Transformer exactly as BERT/Hugging Face compute it (same weights give the same outputs), attention through
+`F.scaled_dot_product_attention` with a fused qkv projection, and an MLM head evaluated only at the labelled
+positions (cramming's "sparse prediction"), which is what makes the pretraining step fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class BertConfig:
+    """Architecture hyper-parameters (names match `conf/model/*.yaml`)."""
+
+    vocab_size: int
+    num_layers: int = 4
+    hidden_size: int = 256
+    num_heads: int = 4
+    intermediate_size: int = 1024
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
+
+
+class Embeddings(nn.Module):
+    """Token + segment + learned position embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, c: BertConfig) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.ln = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.dropout)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None) -> Tensor:
+        x = self.word_embeddings(input_ids) + self.position_embeddings.weight[: input_ids.shape[1]]
+        x = x + (self.token_type_embeddings(token_type_ids) if token_type_ids is not None
+                 else self.token_type_embeddings.weight[0])
+        return self.dropout(self.ln(x))
+
+
+class Block(nn.Module):
+    """One post-LN layer: x = LN(x + drop(attn(x))); x = LN(x + drop(W2 gelu(W1 x)))."""
+
+    def __init__(self, c: BertConfig) -> None:
+        super().__init__()
+        self.num_heads, self.attention_dropout = c.num_heads, c.attention_dropout
+        self.qkv = nn.Linear(c.hidden_size, 3 * c.hidden_size)  # rows: query, key, value
+        self.attn_out = nn.Linear(c.hidden_size, c.hidden_size)
+        self.ln_attn = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.ffn_in = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.ffn_out = nn.Linear(c.intermediate_size, c.hidden_size)
+        self.ln_ffn = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=causal and mask is None,
+            dropout_p=self.attention_dropout if self.training else 0.0,
+        )
+        x = self.ln_attn(x + self.dropout(self.attn_out(a.transpose(1, 2).reshape(b, s, h))))
+        return self.ln_ffn(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))  # exact (erf) GELU
+
+
+class EncoderOutput(NamedTuple):
+    last_hidden_state: Tensor  # (B, S, H)
+    pooled_output: Tensor  # (B, H): tanh(dense(h_[CLS]))
+    hidden_states: tuple[Tensor, ...] | None  # embedding output + each layer's output, if requested
+
+
+class BertEncoder(nn.Module):
+    """Embeddings, `num_layers` blocks and the tanh pooler on `[CLS]`: what fine-tuning reuses."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.layers = nn.ModuleList(Block(config) for _ in range(config.num_layers))
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+        self.apply(bert_init(config.initializer_range))
+
+    def forward(
+        self, input_ids: Tensor, token_type_ids: Tensor | None = None, attention_mask: Tensor | None = None,
+        causal: bool = False, output_hidden_states: bool = False,
+    ) -> EncoderOutput:
+        """`attention_mask` (B, S) is 1 for tokens, 0 for padding; `causal` lets position i see only <= i."""
+        mask = None
+        if attention_mask is not None and not bool(attention_mask.all()):  # no padding: no mask, fastest kernel
+            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S_keys), True = may attend
+            if causal:
+                s = input_ids.shape[1]
+                mask = mask & torch.ones(s, s, dtype=torch.bool, device=mask.device).tril()
+        x = self.embeddings(input_ids, token_type_ids)
+        hidden = [x]
+        for layer in self.layers:
+            x = layer(x, mask, causal)
+            hidden.append(x)
+        pooled = torch.tanh(self.pooler(x[:, 0]))
+        return EncoderOutput(x, pooled, tuple(hidden) if output_hidden_states else None)
+
+
+@dataclass
+class PretrainingOutput:
+    """Losses and detached counts; `loss` = mlm_loss (+ nsp_loss when the NSP head and labels are there)."""
+
+    loss: Tensor
+    mlm_loss: Tensor
+    mlm_correct: Tensor
+    mlm_count: int
+    nsp_loss: Tensor | None = None
+    nsp_correct: Tensor | None = None
+    nsp_count: int = 0
+
+    @property
+    def mlm_accuracy(self) -> Tensor:
+        return self.mlm_correct / max(self.mlm_count, 1)
+
+    @property
+    def nsp_accuracy(self) -> Tensor | None:
+        return None if self.nsp_correct is None else self.nsp_correct / max(self.nsp_count, 1)
+
+
+class BertForPretraining(nn.Module):
+    """Encoder + MLM head (dense, GELU, LayerNorm, decoder tied to the token embeddings, output bias) + optional NSP.
+
+    The same MLM head serves the left-to-right LM: labels = next tokens and `causal=True`.
+    """
+
+    def __init__(self, config: BertConfig, nsp: bool = True) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = BertEncoder(config)
+        self.mlm_dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.mlm_ln = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.mlm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.nsp = nn.Linear(config.hidden_size, 2) if nsp else None
+        self.apply(bert_init(config.initializer_range))  # re-initialises the encoder too: same distribution
+
+    def mlm_logits(self, hidden: Tensor) -> Tensor:
+        """Vocabulary logits for hidden states of any leading shape (..., H) -> (..., V)."""
+        h = self.mlm_ln(F.gelu(self.mlm_dense(hidden)))
+        return F.linear(h, self.encoder.embeddings.word_embeddings.weight, self.mlm_bias)
+
+    def logits(
+        self, input_ids: Tensor, token_type_ids: Tensor | None = None, attention_mask: Tensor | None = None,
+        causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """MLM logits at all positions (B, S, V) and NSP logits (B, 2) or None: for checks and export, not training."""
+        out = self.encoder(input_ids, token_type_ids, attention_mask, causal)
+        return self.mlm_logits(out.last_hidden_state), None if self.nsp is None else self.nsp(out.pooled_output)
+
+    def forward(
+        self, input_ids: Tensor, token_type_ids: Tensor | None, attention_mask: Tensor | None, mlm_labels: Tensor,
+        next_sentence_label: Tensor | None = None, causal: bool = False,
+    ) -> PretrainingOutput:
+        """`mlm_labels` (B, S) holds target ids where a prediction is scored and -100 elsewhere."""
+        out = self.encoder(input_ids, token_type_ids, attention_mask, causal)
+        labels = mlm_labels.reshape(-1)
+        where = (labels != IGNORE_INDEX).nonzero().squeeze(1)  # score only these rows: the main speed win
+        hidden = out.last_hidden_state.reshape(-1, self.config.hidden_size).index_select(0, where)
+        logits, targets = self.mlm_logits(hidden), labels.index_select(0, where)
+        count = targets.shape[0]
+        mlm_loss = F.cross_entropy(logits, targets, reduction="sum") / max(count, 1)
+        result = PretrainingOutput(mlm_loss, mlm_loss, (logits.detach().argmax(-1) == targets).sum(), count)
+        if self.nsp is not None and next_sentence_label is not None:
+            nsp_logits = self.nsp(out.pooled_output)
+            result.nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label)
+            result.nsp_correct = (nsp_logits.detach().argmax(-1) == next_sentence_label).sum()
+            result.nsp_count = next_sentence_label.shape[0]
+            result.loss = mlm_loss + result.nsp_loss
+        return result
+
+    def num_parameters(self) -> dict[str, int]:
+        """Total trainable parameters and those outside the embedding tables (the usual "model size")."""
+        total = sum(p.numel() for p in self.parameters())
+        embeddings = sum(p.numel() for p in self.encoder.embeddings.parameters() if p.dim() == 2)
+        return {"total": total, "non_embedding": total - embeddings}
+
+
+def bert_init(std: float) -> Callable[[nn.Module], None]:
+    """BERT init as a `Module.apply` callback: N(0, std) weights, zero biases, LayerNorm 1/0, zero `[PAD]` row."""
+
+    @torch.no_grad()
+    def init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, std)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+            m.weight[m.padding_idx].zero_()
+        if isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    return init
+
+
+def flops_per_token(config: BertConfig, seq_len: int, masked_fraction: float = 0.15) -> float:
+    """Matmul FLOPs of one training step (forward + backward = 3 x forward) per input token.
+
+    6 * L * (4 H^2 + 2 H I)            encoder weights (qkv, attention output, FFN)
+    + 12 * L * S * H                   attention scores q.k and weighted values (2 matmuls, 2 FLOPs/MAC, x3)
+    + 6 * f * (H^2 + H V)              MLM transform + tied decoder, only at the fraction f of labelled positions
+    Embedding lookups, pooler/NSP (one row per sequence), softmax and other elementwise ops are not counted.
+    """
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_layers
+    encoder = 6 * layers * (4 * h * h + 2 * h * i)
+    attention = 12 * layers * seq_len * h
+    head = 6 * masked_fraction * (h * h + h * config.vocab_size)
+    return float(encoder + attention + head)
+

@@ -1,0 +1,100 @@
+"""What every stage shares: its Hydra entry point, one-line errors, all-or-nothing outputs, loggers."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+
+# `${shrink:768,4}` = 192: how profiles shrink the paper's model shapes (never below 1).
+OmegaConf.register_new_resolver("shrink", lambda size, by: max(1, int(size) // int(by)), replace=True)
+
+
+class UserError(RuntimeError):
+    """Bad input or missing data: reported as one line, exit status 2."""
+
+
+def main(fn: Callable[[DictConfig], None]) -> Callable[[], None]:
+    """A stage's Hydra entry point: `python -m bertlab.<stage> key=value ...` (and `-m` for multirun).
+
+    Known failures (UserError, SourceError) print one line to stderr and exit with status 2.
+    """
+    from bertlab.data.sources import SourceError
+
+    @functools.wraps(fn)
+    def task(cfg: DictConfig) -> None:
+        try:
+            fn(cfg)
+        except (UserError, SourceError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
+
+    return hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(task)
+
+
+@contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield a scratch directory that replaces `path` only if the block completes: no half-written outputs."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
+
+
+def require(path: str | Path, stage: str) -> Path:
+    """`path`, which stage `stage` writes; a UserError naming that stage when it is missing."""
+    if not Path(path).exists():
+        raise UserError(f"{path} not found: run `dvc repro {stage}` (or `python -m bertlab.{stage}`) first")
+    return Path(path)
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Write `obj` as indented JSON (creating parent directories)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def apply_impl(impl: DictConfig) -> None:
+    """Speed-only process settings."""
+    if impl.threads:
+        torch.set_num_threads(int(impl.threads))
+
+
+def make_loggers(cfg: DictConfig, group: str, save_dir: str | Path) -> list:
+    """Lightning loggers: always a CSVLogger into `save_dir` (the report reads it) plus the chosen one."""
+    from lightning.pytorch.loggers import CSVLogger, WandbLogger
+
+    loggers: list = [CSVLogger(save_dir=str(save_dir), name="", version="")]
+    if cfg.logger.kind == "wandb":
+        Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
+        loggers.append(
+            WandbLogger(
+                project=cfg.logger.project, name=cfg.name, group=group, save_dir=cfg.logger.save_dir,
+                offline=cfg.logger.offline, config=OmegaConf.to_container(cfg, resolve=True),
+            )
+        )
+    elif cfg.logger.kind == "csv":
+        loggers.append(CSVLogger(save_dir=cfg.logger.save_dir, name=group, version=cfg.name))
+    return loggers

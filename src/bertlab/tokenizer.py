@@ -1,0 +1,91 @@
+"""Stage `tokenizer`: train a WordPiece (BERT's) or BPE subword vocabulary on the pretraining corpus."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import datasets
+from omegaconf import DictConfig
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from bertlab import stage
+from bertlab.data.corpus import sample_documents
+
+log = logging.getLogger(__name__)
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, in this order
+PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
+CONTINUATION_PREFIX = "##"
+
+
+def new_tokenizer(kind: str, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
+    """An untrained BERT-style tokenizer of `kind` ('wordpiece' or 'bpe') and its trainer (vocab size set later).
+
+    Both kinds share BERT's normalizer and pre-tokenizer and mark word-continuation pieces with `##`,
+    so whole-word masking and offsets work the same way for either.
+    """
+    if kind == "wordpiece":
+        model = models.WordPiece(unk_token="[UNK]", continuing_subword_prefix=CONTINUATION_PREFIX)
+        trainer_cls = trainers.WordPieceTrainer
+    elif kind == "bpe":
+        model = models.BPE(unk_token="[UNK]", continuing_subword_prefix=CONTINUATION_PREFIX)
+        trainer_cls = trainers.BpeTrainer
+    else:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; expected 'wordpiece' or 'bpe'")
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=lowercase)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", CLS_ID), ("[SEP]", SEP_ID)],
+    )
+    trainer = trainer_cls(
+        special_tokens=SPECIAL_TOKENS, continuing_subword_prefix=CONTINUATION_PREFIX, show_progress=True
+    )
+    return tok, trainer
+
+
+def train_tokenizer(
+    texts: Iterable[str], kind: str = "wordpiece", vocab_size: int = 30522, lowercase: bool = True,
+    min_frequency: int = 2, length: int | None = None,
+) -> Tokenizer:
+    """Train a tokenizer of `kind` on `texts`; special tokens get ids 0..4 (`[PAD] [UNK] [CLS] [SEP] [MASK]`)."""
+    tok, trainer = new_tokenizer(kind, lowercase)
+    trainer.vocab_size = vocab_size
+    trainer.min_frequency = min_frequency
+    tok.train_from_iterator(_batches(texts), trainer=trainer, length=length)
+    assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
+    return tok
+
+
+def _batches(texts: Iterable[str], size: int = 256) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+@stage.main
+def run(cfg: DictConfig) -> None:
+    corpus = datasets.load_from_disk(str(stage.require(Path(cfg.data_dir) / "download" / "corpus", "download")))
+    t = cfg.tokenizer
+    tok = train_tokenizer(
+        sample_documents(corpus["text"], t.max_chars, cfg.corpus.seed),
+        kind=t.kind, vocab_size=t.vocab_size, lowercase=t.lowercase, min_frequency=t.min_frequency,
+    )
+    out = Path(cfg.data_dir) / "tokenizer"
+    with stage.atomic_dir(out) as tmp:
+        tok.save(str(tmp / "tokenizer.json"))
+    log.info("%s vocabulary of %d tokens -> %s", t.kind, tok.get_vocab_size(), out / "tokenizer.json")
+
+
+if __name__ == "__main__":
+    run()

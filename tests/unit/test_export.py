@@ -1,0 +1,105 @@
+"""bertlab.export: plain round trip, Hugging Face layout loadable by transformers, HF -> bertlab import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertlab.export import bertlab_to_hf, config_to_hf, hf_to_bertlab, load_hf, load_plain, save_hf, save_plain
+from bertlab.model import BertConfig, BertForPretraining
+
+VOCAB = 100
+
+
+def tiny(nsp: bool = True, seed: int = 0) -> tuple[BertForPretraining, BertConfig]:
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=4, intermediate_size=64,
+                        max_position_embeddings=16)
+    model = BertForPretraining(config, nsp=nsp).eval()
+    with torch.no_grad():  # non-trivial biases and LayerNorms so a mis-mapped tensor shows
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model, config
+
+
+def inputs() -> dict[str, torch.Tensor]:
+    ids = torch.randint(5, VOCAB, (3, 10), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, 7:] = 0
+    mask[2, 4:] = 0
+    token_type = torch.zeros_like(ids)
+    token_type[:, 5:] = 1
+    return {"input_ids": ids, "token_type_ids": token_type, "attention_mask": mask}
+
+
+@pytest.mark.parametrize("nsp", [True, False])
+def test_plain_round_trip(tmp_path: Path, nsp: bool) -> None:
+    model, config = tiny(nsp)
+    save_plain(torch.compile(model), config, tmp_path)  # a compiled wrapper saves the plain names
+    loaded, loaded_config = load_plain(tmp_path)
+    assert loaded_config == config and (loaded.nsp is None) == (not nsp)
+    assert json.loads((tmp_path / "config.json").read_text())["num_layers"] == 2
+    for (k, a), (k2, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert k == k2 and torch.equal(a, b)
+
+
+@pytest.mark.parametrize("nsp", [True, False])
+def test_hf_export_loads_in_transformers(tmp_path: Path, nsp: bool) -> None:
+    transformers = pytest.importorskip("transformers")
+    model, config = tiny(nsp)
+    save_hf(model, config, tmp_path)
+    hf_config = json.loads((tmp_path / "config.json").read_text())
+    assert hf_config["model_type"] == "bert" and hf_config["architectures"] == ["BertForPreTraining"]
+    assert hf_config["hidden_act"] == "gelu" and hf_config["bertlab_nsp"] is nsp
+    hf, info = transformers.BertForPreTraining.from_pretrained(tmp_path, output_loading_info=True)
+    assert not any(info.values()), info  # no missing, unexpected or mismatched weights
+    hf.eval()
+    with torch.no_grad():
+        theirs = hf(**inputs())
+        mlm, nsp_logits = model.logits(**inputs())
+    torch.testing.assert_close(mlm, theirs.prediction_logits, atol=1e-5, rtol=0)
+    if nsp:
+        torch.testing.assert_close(nsp_logits, theirs.seq_relationship_logits, atol=1e-5, rtol=0)
+    else:
+        assert nsp_logits is None and theirs.seq_relationship_logits.abs().max() == 0  # zero NSP head
+
+
+def test_import_from_transformers_checkpoint(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    _, config = tiny()
+    torch.manual_seed(2)
+    hf = transformers.BertForPreTraining(transformers.BertConfig(**config_to_hf(config))).eval()
+    hf.save_pretrained(tmp_path)
+    model, loaded_config = load_hf(tmp_path)
+    assert loaded_config == config and model.nsp is not None
+    model.eval()
+    with torch.no_grad():
+        theirs = hf(**inputs())
+        mlm, nsp_logits = model.logits(**inputs())
+    torch.testing.assert_close(mlm, theirs.prediction_logits, atol=1e-5, rtol=0)
+    torch.testing.assert_close(nsp_logits, theirs.seq_relationship_logits, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("nsp", [True, False])
+def test_hf_round_trip_without_transformers(tmp_path: Path, nsp: bool) -> None:
+    model, config = tiny(nsp)
+    save_hf(model, config, tmp_path)
+    loaded, loaded_config = load_hf(tmp_path)
+    assert loaded_config == config and (loaded.nsp is None) == (not nsp)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, loaded.state_dict()[k]), k
+
+
+def test_converters_are_inverse_and_accept_old_names() -> None:
+    model, config = tiny()
+    ours = model.state_dict()
+    hf = bertlab_to_hf(ours, config)
+    assert "bert.encoder.layer.1.attention.self.value.weight" in hf and "cls.predictions.bias" in hf
+    old_style = {k.removeprefix("bert.").replace("LayerNorm.weight", "LayerNorm.gamma"): v for k, v in hf.items()}
+    old_style["cls.predictions.decoder.weight"] = hf["bert.embeddings.word_embeddings.weight"]
+    for back in (hf_to_bertlab(hf, config), hf_to_bertlab(old_style, config)):
+        assert back.keys() == ours.keys()
+        assert all(torch.equal(back[k], ours[k]) for k in ours)

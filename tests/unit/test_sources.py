@@ -1,0 +1,43 @@
+from pathlib import Path
+
+import pytest
+
+from bertlab.data.sources import MIRROR_ENV, SourceError, load_split, mirror_contents
+
+
+def test_mirror_split_loads_by_hub_id(mirror: Path) -> None:
+    ds = load_split("nyu-mll/glue", "mrpc", "validation", mirror)
+    assert len(ds) == 32
+    assert set(ds.column_names) == {"sentence1", "sentence2", "label", "idx"}
+
+
+def test_mirror_contents_lists_every_split(mirror: Path) -> None:
+    held = mirror_contents(mirror)
+    assert "nyu-mll/glue/sst2/train" in held and "bertlab/wiki-text/default/train" in held
+    assert len(held) == 6
+
+
+def test_missing_split_names_it_and_what_the_mirror_holds(mirror: Path) -> None:
+    with pytest.raises(SourceError) as err:
+        load_split("nyu-mll/glue", "mnli", "validation_matched", mirror)
+    msg = str(err.value)
+    assert "nyu-mll/glue/mnli/validation_matched is not in the mirror" in msg
+    assert "of nyu-mll/glue it holds mrpc/train, mrpc/validation, sst2/train, sst2/validation" in msg
+    assert "\n" not in msg
+
+
+def test_missing_dataset_lists_the_hub_ids_the_mirror_holds(mirror: Path) -> None:
+    with pytest.raises(SourceError, match="it holds bertlab/gutenberg-books, bertlab/wiki-text, nyu-mll/glue$"):
+        load_split("rajpurkar/squad", "plain_text", "train", mirror)
+
+
+def test_mirror_that_is_not_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match=MIRROR_ENV):
+        load_split("nyu-mll/glue", "sst2", "train", tmp_path / "absent")
+
+
+def test_hub_unreachable_fails_with_the_env_var_named() -> None:
+    # conftest sets HF_DATASETS_OFFLINE=1: the hub is unreachable, as on our machines.
+    with pytest.raises(SourceError) as err:
+        load_split("nyu-mll/glue", "sst2", "train", None)
+    assert MIRROR_ENV in str(err.value) and "\n" not in str(err.value)
