@@ -15,7 +15,6 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab import report, stage
@@ -74,8 +73,7 @@ def log_wandb(cfg: DictConfig, built: report.Report) -> None:
 
 @stage.main
 def run(cfg: DictConfig) -> None:
-    profile = cfg.ablations.profile or HydraConfig.get().runtime.choices.get("profile") or "unknown"
-    built = build(cfg, profile)
+    built = build(cfg, cfg.profile_name)
     for f in built.findings:
         log.info("%s: %s (%s)", f.verdict, f.claim, f.evidence)
     if cfg.logger.kind == "wandb":

@@ -30,7 +30,7 @@ RESULT_KEYS: dict[str, list[str]] = {
     "pretrain_data": ["corpus", "pretrain_data"],
     "pretrain": ["model", "objective", "pretrain", "seed"],
     "finetune": ["finetune", "task", "seed"],
-    "ablations": ["ablations"],
+    "ablations": ["ablations", "profile_name"],
 }
 
 

@@ -90,11 +90,11 @@ def checkpoint_dir(cfg: DictConfig, inputs: list[Path]) -> Path:
 
 @stage.main
 def run(cfg: DictConfig) -> None:
-    stage.apply_impl(cfg.impl)
-    pl.seed_everything(cfg.seed, workers=True)
     data_dir = Path(cfg.data_dir)
     tokenizer_file = stage.require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     instances_dir = stage.require(data_dir / "pretrain_data", "pretrain_data")
+    stage.apply_impl(cfg.impl)
+    pl.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     fmt = cfg.objective.data
     train = load_instances(instances_dir / f"train_{fmt}")

@@ -42,13 +42,14 @@ def unigram_perplexity(train: list[list[np.ndarray]], heldout: Instances, vocab_
 
 
 def nsp_stats(inst: Instances) -> dict[str, float]:
-    """NotNext ratio (overall and among chunks of two or more sentences) and shortened-target ratio."""
+    """NotNext ratio (overall and among chunks of two or more sentences) and the share of instances from
+    shortened-target passes (a pass draws its target once per document, so more than `short_seq_prob`)."""
     not_next = np.asarray(inst.next_sentence_label) == NOT_NEXT
     multi = np.asarray(inst.chunk_sentences) >= 2
     return {
         "not_next_ratio": float(not_next.mean()),
         "not_next_ratio_multi_sentence_chunks": float(not_next[multi].mean()),
-        "shortened_target_ratio": float(np.asarray(inst.short_target).mean()),
+        "shortened_target_instances": float(np.asarray(inst.short_target).mean()),
     }
 
 

@@ -132,7 +132,7 @@ def config(data_dir: Path, *overrides: str) -> DictConfig:
         return compose(config_name="config", overrides=[
             "profile=smoke", "logger=none", f"data_dir={data_dir}", "finetune.encoder=tiny",
             "finetune.max_train_examples=null", "finetune.max_eval_examples=null", "finetune.batch_size=16",
-            "impl.threads=2", *overrides,
+            "impl.threads=1", *overrides,
         ])
 
 
@@ -141,7 +141,8 @@ def read_record(data_dir: Path, name: str) -> dict:
 
 
 def test_classification_learns_a_trivial_task(data_dir: Path) -> None:
-    result = finetune(config(data_dir, "name=presence", "task=sst2", "finetune.epochs=3", "finetune.lr=1e-3"))
+    result = finetune(config(data_dir, "name=presence", "task=sst2", "finetune.epochs=3", "finetune.lr=1e-3",
+                               "finetune.head_lr=1e-2"))
     record = read_record(data_dir, "presence")
     assert record == result.record
     assert record["status"] == "ok" and record["headline_metric"] == "accuracy"
@@ -184,7 +185,8 @@ def test_bad_input_is_a_one_line_user_error(data_dir: Path, override: str, messa
 
 
 def test_tagging_scores_entities_on_word_level_tags(data_dir: Path) -> None:
-    record = finetune(config(data_dir, "name=ner", "task=conll2003", "finetune.epochs=3", "finetune.lr=1e-3")).record
+    record = finetune(config(data_dir, "name=ner", "task=conll2003", "finetune.epochs=3", "finetune.lr=1e-3",
+                             "finetune.head_lr=1e-2")).record
     assert set(record["metrics"]) == {"validation", "test"}
     for scores in record["metrics"].values():
         assert set(scores) == {"f1", "precision", "recall"}

@@ -1,0 +1,74 @@
+"""The `configs` stage: every run's composed config, and key files that ignore speed-only settings."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+
+from bertlab.configs import RESULT_KEYS, runs, write_all
+from bertlab.stage import CONF_DIR
+
+PARAMS = {
+    "profile": "smoke",
+    "seeds": [1, 2],
+    "pretrain": {"bert": ["objective=mlm_nsp"], "ltr": ["objective=ltr"]},
+    "finetune": {"encoders": ["bert", "ltr"], "tasks": ["sst2", "mrpc"]},
+}
+
+
+def compose_with(*overrides: str):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_runs_expand_the_pipeline_from_params() -> None:
+    names = [(stage, name) for stage, name, _ in runs(PARAMS)]
+    assert names[:5] == [("download", "download"), ("tokenizer", "tokenizer"), ("pretrain_data", "pretrain_data"),
+                         ("pretrain", "bert"), ("pretrain", "ltr")]
+    assert sum(stage == "finetune" for stage, _ in names) == 2 * 2 * 2
+    assert ("finetune", "ltr-mrpc-2") in names and names[-1] == ("ablations", "ablations")
+
+
+def test_written_configs_are_complete_and_keys_are_results_only(tmp_path: Path) -> None:
+    assert write_all(PARAMS, tmp_path / "configs") == 3 + 2 + 8 + 1
+    full = yaml.safe_load((tmp_path / "configs/finetune/ltr-sst2-2.yaml").read_text())
+    assert full["finetune"]["encoder"] == "ltr" and full["task"]["name"] == "sst2" and full["seed"] == 2
+    assert full["hydra"]["run"]["dir"].endswith("hydra/finetune/ltr-sst2-2")
+    key = yaml.safe_load((tmp_path / "configs/pretrain/ltr.key.yaml").read_text())
+    assert key["objective"]["causal"] is True
+    assert "impl" not in key and "logger" not in key and set(key) == {"overrides", *RESULT_KEYS["pretrain"]}
+
+
+def test_speed_settings_never_reach_a_key_file(tmp_path: Path) -> None:
+    cpu = compose_with("profile=smoke")
+    gpu = compose_with("profile=smoke", "impl=gpu")
+    assert cpu.impl != gpu.impl
+    for stage, keys in RESULT_KEYS.items():
+        assert all(not k.startswith(("impl", "logger")) for k in keys), stage
+
+
+def test_profiles_shrink_the_paper_shapes_keeping_their_order() -> None:
+    sizes = {}
+    for shape in ("L3_H768_A12", "L6_H768_A3", "L12_H768_A12", "L24_H1024_A16"):
+        m = compose_with("profile=cpu", f"model={shape}").model
+        sizes[shape] = (m.num_layers, m.hidden_size, m.num_heads)
+    assert sizes == {"L3_H768_A12": (1, 192, 12), "L6_H768_A3": (2, 192, 3),
+                     "L12_H768_A12": (4, 192, 12), "L24_H1024_A16": (8, 256, 16)}
+    paper = compose_with("profile=gpu").model
+    assert (paper.num_layers, paper.hidden_size, paper.num_heads) == (12, 768, 12)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu", "paper"])
+def test_every_profile_composes(profile: str) -> None:
+    cfg = compose_with(f"profile={profile}")
+    assert cfg.pretrain.max_steps > 0 and cfg.model.hidden_size % cfg.model.num_heads == 0
+    assert cfg.impl.accelerator == ("cpu" if profile in ("smoke", "cpu") else "auto")
+
+
+def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
+    from bertlab.stage import UserError
+
+    with pytest.raises(UserError, match="pretrain run 'bad'"):
+        write_all({**PARAMS, "pretrain": {"bad": ["objective=nonsense"]}}, tmp_path / "configs")
+    assert not (tmp_path / "configs").exists()
