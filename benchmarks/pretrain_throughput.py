@@ -17,6 +17,7 @@ fp32 `torch.mm` of 1024x1024 matrices timed in each round of the same run.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -64,14 +65,17 @@ def adamw(params, kind: str) -> torch.optim.AdamW:
 
 def bertlab_runner(
     name: str, config: BertConfig, seq: int, masked_fraction: float, optimizer: str = "fused",
-    compile: bool = False, full_head: bool = False, keep_mask: bool = False,
+    compile: bool = False, full_head: bool = False, keep_mask: bool = False, threads: int | None = None,
 ) -> Runner:
-    """A bertlab training step; `full_head`/`keep_mask` switch off one speed-up each (for the ablation)."""
+    """A bertlab training step; `full_head`/`keep_mask`/`threads` change one setting each (for the ablation)."""
     model = BertForPretraining(config, nsp=True).train()
     forward = torch.compile(model) if compile else model
     opt = adamw(model.parameters(), optimizer)
 
     def step(b: dict[str, torch.Tensor]) -> None:
+        default_threads = torch.get_num_threads()
+        if threads:
+            torch.set_num_threads(threads)
         mask = b["attention_mask"]
         if keep_mask:  # one padded position forces the (B, 1, 1, S) boolean mask through attention
             mask = mask.clone()
@@ -85,6 +89,7 @@ def bertlab_runner(
             loss = forward(b["input_ids"], b["token_type_ids"], mask, b["labels"], b["next_sentence_label"]).loss
         loss.backward()
         opt.step()
+        torch.set_num_threads(default_threads)
 
     return Runner(name, step, flops_per_token(config, seq, 1.0 if full_head else masked_fraction))
 
@@ -151,9 +156,12 @@ def main() -> None:
             *[bertlab_runner(f"  ablation: {kind} AdamW", optimizer=kind, **common)
               for kind in ("foreach", "loop") if kind != args.optimizer],
         ]
+        if args.threads > 1:
+            runners.append(bertlab_runner("  ablation: 1 thread", optimizer=args.optimizer, threads=1, **common))
     if not args.no_transformers:
         runners.append(transformers_runner(config))
 
+    load_before = os.getloadavg()[0]
     counter = 0
     for r in runners:
         start = time.perf_counter()
@@ -177,14 +185,18 @@ def main() -> None:
     print(f"config: L={args.layers} H={args.hidden} A={args.heads} I={args.intermediate} V={args.vocab}; "
           f"batch {args.batch} x seq {args.seq}, {args.masked_fraction:.0%} labelled; threads {args.threads}; "
           f"torch {torch.__version__}; {args.rounds} rounds x {args.steps} step(s) after {args.warmup} warm-up")
+    print(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs): "
+          "other processes competing for the cores slow every runner, and the many-small-ops ones most")
     print(f"plain torch.mm 1024^3 fp32: {statistics.median(mm):.1f} GFLOP/s (median; min {min(mm):.1f}, "
           f"max {max(mm):.1f})")
-    slowest = max(statistics.median(r.times) for r in runners)
+    reference = max(statistics.median(r.times) for r in runners)  # transformers' step, or the slowest runner's
+    if not args.no_transformers:
+        reference = statistics.median(runners[-1].times)
     print(f"{'runner':42s} {'step s':>7s} {'tokens/s':>9s} {'speed-up':>8s} {'GFLOP/s':>8s} {'warm-up s':>9s}")
     for r in runners:
         t = statistics.median(r.times)
         gflops = f"{r.flops_per_token * tokens / t / 1e9:8.1f}" if r.flops_per_token else f"{'-':>8s}"
-        print(f"{r.name:42s} {t:7.3f} {tokens / t:9.0f} {slowest / t:7.2f}x {gflops} {r.warmup_seconds:9.1f}")
+        print(f"{r.name:42s} {t:7.3f} {tokens / t:9.0f} {reference / t:7.2f}x {gflops} {r.warmup_seconds:9.1f}")
     if not args.no_transformers:
         ratio = statistics.median(runners[-1].times) / statistics.median(runners[0].times)
         print(f"bertlab / transformers tokens/s: {ratio:.2f}x")

@@ -41,10 +41,14 @@ def runs(params: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
         yield stage, stage, base
     for name, overrides in params["pretrain"].items():
         yield "pretrain", name, [*base, f"name={name}", *overrides]
-    ft = params["finetune"]
-    for encoder, task, seed in itertools.product(ft["encoders"], ft["tasks"], params["seeds"]):
-        name = f"{encoder}-{task}-{seed}"
-        yield "finetune", name, [*base, f"name={name}", f"finetune.encoder={encoder}", f"task={task}", f"seed={seed}"]
+    for grid in params["finetune"].values():
+        for encoder, task, features, seed in itertools.product(
+            grid["encoders"], grid["tasks"], grid.get("features", [None]), params["seeds"]
+        ):
+            name = "-".join(str(p) for p in (encoder + grid.get("suffix", ""), task, features, seed) if p is not None)
+            extra = [f"finetune.features={features}"] if features else []
+            yield "finetune", name, [*base, f"name={name}", f"finetune.encoder={encoder}", f"task={task}",
+                                     f"seed={seed}", *grid.get("overrides", []), *extra]
     yield "ablations", "ablations", base
 
 

@@ -1,7 +1,8 @@
 """Stage `download`: the pretraining corpus and every task's data, loaded by hub id (or from a mirror).
 
 Writes `data/download/corpus` (one `text` column, one row per document), `data/download/tasks/<task>`
-(a DatasetDict per task) and `data/download/manifest.json` (row counts, sources, known deviations, and
+(a DatasetDict per task; for a task whose data could not be had, a `NO_DATA` file saying why) and
+`data/download/manifest.json` (row counts, sources, known deviations, and
 the tasks whose data could not be had, which the tables then mark "no data").
 """
 
@@ -60,6 +61,8 @@ def run(cfg: DictConfig) -> None:
             except SourceError as err:
                 print(f"{name}: no data ({err})")
                 tasks[name] = {"status": "no data", "reason": str(err)}
+                (tmp / "tasks" / name).mkdir(parents=True)  # a directory for DVC to depend on, all the same
+                (tmp / "tasks" / name / "NO_DATA").write_text(f"{err}\n")
                 continue
             dd.save_to_disk(str(tmp / "tasks" / name))
             tasks[name] = {"status": "ok", "rows": {s: len(d) for s, d in dd.items()}}

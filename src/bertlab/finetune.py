@@ -31,6 +31,7 @@ import logging
 import math
 import shutil
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 from torch import Tensor
@@ -351,16 +353,17 @@ def prepare_split(
                 tokenizer, [questions[i] for i in keep], [contexts[i] for i in keep],
                 [answers[i]["answer_start"][0] for i in keep], [answers[i]["text"][0] for i in keep], **settings,
             )
-            targets = zip(feats["start_positions"], feats["end_positions"])
-        else:
-            feats = encode_squad(tokenizer, questions, contexts, **settings)
-            targets = ((0, 0) for _ in feats["input_ids"])
-        rows = [
-            {"input_ids": ids, "token_type_ids": types, "start_positions": s, "end_positions": e, "index": i}
-            for i, (ids, types, (s, e)) in enumerate(zip(feats["input_ids"], feats["token_type_ids"], targets))
-        ]
-        if train:
+            rows = [
+                {"input_ids": ids, "token_type_ids": types, "start_positions": s, "end_positions": e, "index": i}
+                for i, (ids, types, s, e) in enumerate(zip(
+                    feats["input_ids"], feats["token_type_ids"], feats["start_positions"], feats["end_positions"]))
+            ]
             return rows, Evaluator(split, len(rows))
+        feats = encode_squad(tokenizer, questions, contexts, **settings)
+        rows = [
+            {"input_ids": ids, "token_type_ids": types, "index": i}
+            for i, (ids, types) in enumerate(zip(feats["input_ids"], feats["token_type_ids"]))
+        ]
         refs = [list(a["text"]) for a in answers]
         return rows, SquadEvaluator(split, len(rows), features=feats, contexts=contexts, answers=refs,
                                     n_best_size=n_best_size, max_answer_length=max_answer_length)
@@ -408,14 +411,10 @@ def load_encoder(data_dir: Path, name: str) -> tuple[BertEncoder, bool, str | No
 
 
 def missing_data_reason(data_dir: Path, task: str) -> str | None:
-    """Why the task has no data (manifest `status: no data`), or None if its data is there."""
-    if (data_dir / "download" / "tasks" / task).exists():
-        return None
-    manifest = data_dir / "download" / "manifest.json"
-    entry = stage.read_json(manifest).get("tasks", {}).get(task, {}) if manifest.exists() else {}
-    if entry.get("status") == "no data":
-        return str(entry.get("reason", "unknown reason"))
-    raise stage.UserError(f"task {task!r}: no data in {data_dir / 'download' / 'tasks' / task} (run the download stage)")
+    """Why the task has no data (the download stage left a `NO_DATA` note), or None if its data is there."""
+    task_dir = stage.require(data_dir / "download" / "tasks" / task, "download")
+    note = task_dir / "NO_DATA"
+    return note.read_text().strip() if note.exists() else None
 
 
 def check_config(cfg: DictConfig) -> Task:
@@ -465,9 +464,12 @@ def finetune(cfg: DictConfig) -> Result:
     max_len = min(int(wanted), positions)
     if max_len < wanted:
         log.warning("max_seq_length %d > the encoder's %d positions: using %d", wanted, positions, max_len)
-    lengths = Lengths(max_len, min(int(ft.doc_stride), max_len // 3), min(int(ft.max_query_length), (max_len - 3) // 2))
+    lengths = Lengths(max_len, min(int(ft.doc_stride), max_len // 2), min(int(ft.max_query_length), (max_len - 3) // 2))
 
     dd = datasets.load_from_disk(str(data_dir / "download" / "tasks" / task.name))
+    absent = [s for s in (task.train_split, *task.eval_splits) if s not in dd]
+    if absent:
+        raise stage.UserError(f"task {task.name!r}: the downloaded data lacks the split(s) {', '.join(absent)}")
     train_ds = subsample(dd[task.train_split], ft.max_train_examples, ft.subsample_seed)
     train_rows, _ = prepare_split(task, train_ds, tokenizer, lengths, task.train_split, train=True)
     evals = []
@@ -492,17 +494,21 @@ def finetune(cfg: DictConfig) -> Result:
     eval_loaders = [make_loader(rows, ft.batch_size, False, pad_id, workers) for _, rows, _ in evals]
 
     work_dir = data_dir / "checkpoints" / "finetune" / cfg.name  # the loggers' files until the run completes
-    shutil.rmtree(work_dir, ignore_errors=True)
+    if rank_zero_only.rank == 0:  # DDP re-runs this script in every rank: only the first one cleans up
+        shutil.rmtree(work_dir, ignore_errors=True)
     steps_per_epoch = max(1, math.ceil(len(train_rows) / ft.batch_size))
     trainer = pl.Trainer(
         max_epochs=ft.epochs, accelerator=cfg.impl.accelerator, devices=cfg.impl.devices,
         strategy=cfg.impl.strategy, precision=cfg.impl.precision, gradient_clip_val=ft.grad_clip,
-        logger=stage.make_loggers(cfg, "finetune", work_dir), log_every_n_steps=min(50, steps_per_epoch),
+        logger=stage.make_loggers(cfg, "finetune", work_dir), log_every_n_steps=min(10, steps_per_epoch),
         callbacks=[LearningRateMonitor("step")], enable_checkpointing=False, default_root_dir=work_dir,
         num_sanity_val_steps=0,
     )
     start = time.perf_counter()
-    trainer.fit(module, train_loader)
+    with warnings.catch_warnings():  # evaluation runs once, after training, by `validate`
+        warnings.filterwarnings("ignore", message=".*no `val_dataloader`.*")
+        warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode.*")  # a frozen encoder, on purpose
+        trainer.fit(module, train_loader)
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
     trainer.validate(module, eval_loaders, verbose=False)
@@ -520,8 +526,6 @@ def finetune(cfg: DictConfig) -> Result:
             if task.kind == "span" else {})},
     }
     if trainer.is_global_zero:
-        for logger in trainer.loggers:
-            logger.finalize("success")
         with stage.atomic_dir(out_dir) as tmp:
             if (work_dir / "metrics.csv").exists():
                 shutil.copy(work_dir / "metrics.csv", tmp / "metrics.csv")

@@ -46,7 +46,8 @@ def test_download_writes_corpus_tasks_and_marks_missing_ones(prepared: Path) -> 
     assert manifest["tasks"]["sst2"] == {"status": "ok", "rows": {"train": 64, "validation": 32}}
     assert manifest["tasks"]["mnli"]["status"] == "no data"
     assert "nyu-mll/glue/mnli/train is not in the mirror" in manifest["tasks"]["mnli"]["reason"]
-    assert (prepared / "download/tasks/mrpc/validation").is_dir() and not (prepared / "download/tasks/mnli").exists()
+    assert (prepared / "download/tasks/mrpc/validation").is_dir()
+    assert (prepared / "download/tasks/mnli/NO_DATA").read_text().startswith("nyu-mll/glue/mnli/train is not in")
 
 
 def test_download_without_mirror_or_network_fails_fast_in_one_line(tmp_path: Path) -> None:
@@ -98,3 +99,41 @@ def test_a_missing_input_names_the_stage_to_run(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {tmp_path}/tokenizer/tokenizer.json not found: " \
                                   "run `dvc repro tokenizer` (or `python -m bertlab.tokenizer`) first"
+
+
+def test_pretraining_killed_with_sigkill_resumes_from_last_ckpt(prepared: Path) -> None:
+    args = ["name=resume", "pretrain.max_steps=60", "pretrain.checkpoint_every_steps=3", "pretrain.val_every_steps=60"]
+    cmd = [sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", *TINY, *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpts = prepared / "checkpoints/pretrain"
+    deadline = time.time() + 300
+    while not list(ckpts.glob("resume-*/last.ckpt")) and time.time() < deadline:
+        time.sleep(0.5)
+    time.sleep(2)
+    proc.kill()  # SIGKILL: no chance to clean up
+    proc.wait()
+    import torch
+
+    (last,) = ckpts.glob("resume-*/last.ckpt")
+    killed_at = torch.load(last, map_location="cpu", weights_only=False)["global_step"]
+    assert 0 < killed_at < 60
+    assert not (prepared / "pretrain/resume").exists()  # no half-written export
+    done = stage("pretrain", prepared, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming from {last}" in done.stdout + done.stderr
+    metrics = json.loads((prepared / "pretrain/resume/metrics.json").read_text())
+    assert metrics["steps"] == 60
+    steps_logged = [line.split(",") for line in (prepared / "pretrain/resume/metrics.csv").read_text().splitlines()]
+    assert steps_logged  # the curve is kept
+
+
+def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
+    """The paper-scale profile with its GPU `impl` (bf16 autocast, torch.compile, devices=auto) on a CPU."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", "profile=gpu", "name=gpu", "logger=csv",
+         "model=tiny", "pretrain.batch_size=4", "pretrain.max_steps=2", "pretrain.val_every_steps=2"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "bf16" in done.stderr and "max_steps=2` reached" in done.stderr + done.stdout
+    assert json.loads((prepared / "pretrain/gpu/metrics.json").read_text())["steps"] == 2

@@ -1,0 +1,78 @@
+"""End to end: `dvc repro` with the smoke profile on a copy of the repo, against ../shared/data."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, SHARED_DATA
+
+pytestmark = pytest.mark.skipif(
+    not (SHARED_DATA / "MANIFEST.md").exists(),
+    reason=f"{SHARED_DATA} is absent: the end-to-end test needs the local dataset mirror",
+)
+
+
+def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "BERTLAB_DATA_MIRROR": str(SHARED_DATA), "WANDB_MODE": "offline",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def stages_run(output: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's files (as git sees them, committed or not) in a fresh git repo, set to the smoke profile."""
+    dest = tmp_path_factory.mktemp("e2e") / "bertlab"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if (REPO / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, dest / f)
+    params = yaml.safe_load((dest / "params.yaml").read_text())
+    params.update(profile="smoke", seeds=[1])
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    return dest
+
+
+def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path) -> None:
+    done = run(["dvc", "repro"], repo)
+    assert {"configs", "download", "tokenizer", "pretrain_data", "ablations"} <= stages_run(done.stdout)
+    report = (repo / "reports/ablations.md").read_text()
+    assert "Profile: `smoke`" in report and "Table 5" in report
+    assert re.search(r"\| \d+\.\d (± \d+\.\d )?\(\d seeds?\)", report), "no measured cell in the report"
+    assert "no data" in report  # MNLI is not in the mirror
+    assert list((repo / "data/wandb").glob("wandb/offline-run-*/files")), "no offline W&B run"
+
+
+def test_second_repro_is_a_fast_no_op(repo: Path) -> None:
+    start = time.perf_counter()
+    done = run(["dvc", "repro"], repo)
+    assert time.perf_counter() - start < 15
+    assert not stages_run(done.stdout)
+
+
+def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path) -> None:
+    conf = repo / "conf/finetune/default.yaml"
+    conf.write_text(conf.read_text().replace("weight_decay: 0.01", "weight_decay: 0.02"))
+    ran = stages_run(run(["dvc", "repro"], repo).stdout)
+    finetune = {s for s in ran if s.startswith("finetune@")}
+    assert ran == {"configs", *finetune, "ablations"} and finetune
+    speed = repo / "conf/impl/cpu.yaml"
+    speed.write_text(speed.read_text().replace("num_workers: 0", "num_workers: 1"))
+    assert stages_run(run(["dvc", "repro"], repo).stdout) == {"configs"}  # speed-only: no result reruns
