@@ -19,15 +19,24 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
-import torch.nn.functional as F
+# Read when torch loads OpenMP and inductor, so set before importing torch (the environment overrides both).
+# PASSIVE: a waiting OpenMP thread sleeps instead of spinning; on a 2-core machine shared with other jobs, spinning
+# threads steal the cores and the eager step runs ~2x slower (see README). A fresh inductor cache: compile time is
+# measured cold, as a stage's first run sees it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+_INDUCTOR_CACHE = tempfile.TemporaryDirectory(prefix="bertlab-bench-inductor-")
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", _INDUCTOR_CACHE.name)
 
-from bertlab.export import config_to_hf
-from bertlab.model import BertConfig, BertForPretraining, flops_per_token
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from bertlab.export import config_to_hf  # noqa: E402
+from bertlab.model import BertConfig, BertForPretraining, flops_per_token  # noqa: E402
 
 MASK_ID = 4
 
@@ -183,7 +192,8 @@ def main() -> None:
 
     tokens = args.batch * args.seq
     print(f"config: L={args.layers} H={args.hidden} A={args.heads} I={args.intermediate} V={args.vocab}; "
-          f"batch {args.batch} x seq {args.seq}, {args.masked_fraction:.0%} labelled; threads {args.threads}; "
+          f"batch {args.batch} x seq {args.seq}, {args.masked_fraction:.0%} labelled; threads {args.threads}, "
+          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; "
           f"torch {torch.__version__}; {args.rounds} rounds x {args.steps} step(s) after {args.warmup} warm-up")
     print(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs): "
           "other processes competing for the cores slow every runner, and the many-small-ops ones most")

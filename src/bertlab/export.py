@@ -8,7 +8,7 @@ logits) so the layout stays loadable; `config.json` then says `"bertlab_nsp": fa
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -64,7 +64,9 @@ def save_plain(model: BertForPretraining, config: BertConfig, directory: str | P
     return out
 
 
-def load_plain(directory: str | Path, map_location: str | torch.device = "cpu") -> tuple[BertForPretraining, BertConfig]:
+def load_plain(
+    directory: str | Path, map_location: str | torch.device = "cpu",
+) -> tuple[BertForPretraining, BertConfig]:
     """Rebuild the model saved by `save_plain` (NSP head present iff it was saved)."""
     d = Path(directory)
     config = BertConfig(**json.loads((d / CONFIG).read_text()))
@@ -102,13 +104,15 @@ def hf_to_bertlab(state: dict[str, Tensor], config: BertConfig, nsp: bool = True
     """
     norm = {}
     for k, v in state.items():
-        k = k.removeprefix("bert.").replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        k = k.removeprefix("bert.").replace("LayerNorm.gamma", "LayerNorm.weight")
+        k = k.replace("LayerNorm.beta", "LayerNorm.bias")
         norm[k if k.startswith("cls.") else f"bert.{k}"] = v
     ours: dict[str, Tensor] = {}
     for i in range(config.num_layers):
         src, dst = f"bert.encoder.layer.{i}.", f"encoder.layers.{i}."
         for kind in ("weight", "bias"):
-            ours[f"{dst}qkv.{kind}"] = torch.cat([norm[f"{src}attention.self.{n}.{kind}"] for n in ("query", "key", "value")])
+            qkv = [norm[f"{src}attention.self.{name}.{kind}"] for name in ("query", "key", "value")]
+            ours[f"{dst}qkv.{kind}"] = torch.cat(qkv)
             for mine, theirs in _LAYER_NAMES.items():
                 ours[f"{dst}{mine}.{kind}"] = norm[f"{src}{theirs}.{kind}"]
     for mine, theirs in _TOP_NAMES.items():
@@ -117,12 +121,16 @@ def hf_to_bertlab(state: dict[str, Tensor], config: BertConfig, nsp: bool = True
     return ours
 
 
-def config_to_hf(config: BertConfig, nsp: bool = True) -> dict:
-    """HF `BertConfig` dict for `config` (exact-erf "gelu", absolute positions, tied decoder)."""
+def config_to_hf(config: BertConfig, nsp: bool = True, causal: bool = False) -> dict:
+    """HF `BertConfig` dict for `config` (exact-erf "gelu", absolute positions, tied decoder).
+
+    `causal` (a left-to-right LM) sets `is_decoder`, so transformers applies the same causal attention mask.
+    """
     hf = {theirs: getattr(config, ours) for ours, theirs in _HF_CONFIG_KEYS.items()}
     return {
         "model_type": "bert", "architectures": ["BertForPreTraining"], "hidden_act": "gelu",
-        "position_embedding_type": "absolute", "tie_word_embeddings": True, "dtype": "float32", **hf,
+        "position_embedding_type": "absolute", "tie_word_embeddings": True, "dtype": "float32",
+        "is_decoder": causal, **hf,
         "bertlab_nsp": nsp,  # False: cls.seq_relationship is all zeros (no NSP head was trained)
     }
 
@@ -131,19 +139,22 @@ def config_from_hf(hf: dict) -> BertConfig:
     """BertConfig from an HF `config.json` dict (only absolute positions and "gelu" are supported)."""
     if hf.get("hidden_act", "gelu") != "gelu" or hf.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError("bertlab supports hidden_act='gelu' and position_embedding_type='absolute' only")
-    names = {f.name for f in fields(BertConfig)}
-    return BertConfig(**{ours: hf[theirs] for ours, theirs in _HF_CONFIG_KEYS.items() if ours in names and theirs in hf})
+    return BertConfig(**{ours: hf[theirs] for ours, theirs in _HF_CONFIG_KEYS.items() if theirs in hf})
 
 
-def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path) -> Path:
-    """Write `model.safetensors` + `config.json` in the HF `BertForPreTraining` layout into `directory`."""
+def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path, causal: bool = False) -> Path:
+    """Write `model.safetensors` + `config.json` in the HF `BertForPreTraining` layout into `directory`.
+
+    Pass `causal=True` for a left-to-right LM so that transformers runs it with causal attention (`is_decoder`).
+    """
     from safetensors.torch import save_file
 
     model = _unwrap(model)
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     save_file(bertlab_to_hf(model.state_dict(), config), out / HF_WEIGHTS, metadata={"format": "pt"})
-    (out / CONFIG).write_text(json.dumps(config_to_hf(config, nsp=model.nsp is not None), indent=2) + "\n")
+    hf_config = config_to_hf(config, nsp=model.nsp is not None, causal=causal)
+    (out / CONFIG).write_text(json.dumps(hf_config, indent=2) + "\n")
     return out
 
 

@@ -193,7 +193,7 @@ class FinetuneModule(pl.LightningModule):
 
     def build_optimizer(self, total_steps: int) -> dict[str, Any]:
         """AdamW and the per-step schedule: linear warmup over `warmup_ratio` of the steps, then linear decay to 0."""
-        opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps)
+        opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps, fused=True)
         total = max(1, int(total_steps))
         warmup = min(int(round(self.warmup_ratio * total)), total - 1)
         decay = torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total_iters=max(1, total - warmup))
@@ -460,7 +460,8 @@ def finetune(cfg: DictConfig) -> Result:
     pad_id = tokenizer.token_to_id("[PAD]")
 
     positions = encoder.config.max_position_embeddings
-    wanted = ft.squad_max_seq_length if task.kind == "span" else ft.max_seq_length
+    span = task.kind == "span"
+    wanted = ft.squad_max_seq_length if span else ft.max_seq_length
     max_len = min(int(wanted), positions)
     if max_len < wanted:
         log.warning("max_seq_length %d > the encoder's %d positions: using %d", wanted, positions, max_len)
@@ -470,11 +471,12 @@ def finetune(cfg: DictConfig) -> Result:
     absent = [s for s in (task.train_split, *task.eval_splits) if s not in dd]
     if absent:
         raise stage.UserError(f"task {task.name!r}: the downloaded data lacks the split(s) {', '.join(absent)}")
-    train_ds = subsample(dd[task.train_split], ft.max_train_examples, ft.subsample_seed)
+    train_ds = subsample(dd[task.train_split], ft.squad_max_train_examples if span else ft.max_train_examples,
+                         ft.subsample_seed)
     train_rows, _ = prepare_split(task, train_ds, tokenizer, lengths, task.train_split, train=True)
     evals = []
     for split in task.eval_splits:
-        ds = subsample(dd[split], ft.max_eval_examples, ft.subsample_seed)
+        ds = subsample(dd[split], ft.squad_max_eval_examples if span else ft.max_eval_examples, ft.subsample_seed)
         rows, evaluator = prepare_split(task, ds, tokenizer, lengths, split, train=False,
                                         n_best_size=ft.n_best_size, max_answer_length=ft.max_answer_length)
         evals.append((len(ds), rows, evaluator))

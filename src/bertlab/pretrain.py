@@ -67,7 +67,7 @@ class PretrainModule(pl.LightningModule):
             {"params": [p for p in params if p.ndim >= 2], "weight_decay": o["weight_decay"]},
             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
         ]
-        opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"])
+        opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"], fused=True)
         warmup = max(1, min(o["warmup_steps"], o["max_steps"] - 1))
         sched = torch.optim.lr_scheduler.SequentialLR(
             opt,

@@ -160,7 +160,8 @@ def cell(runs: list[dict[str, Any]], columns: dict[str, Any], task: str, **selec
         return Cell(NO_DATA if matching else NOT_RUN)
     col = columns[task]
     try:
-        return Cell(OK, tuple(float(r["metrics"][col["split"]][col["metric"]]) for r in ok))
+        values = [r["metrics"][col["split"]][col["metric"]] for r in ok]
+        return Cell(OK, tuple(math.nan if v is None else float(v) for v in values))  # null: not finite
     except KeyError as err:
         raise UserError(f"a {task} run has no metrics.{col['split']}.{col['metric']} ({err})") from err
 
@@ -171,6 +172,12 @@ def _select(row: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
 
 def shape_text(shape: dict[str, int]) -> str:
     return f"{shape['num_layers']}/{shape['hidden_size']}/{shape['num_heads']}"
+
+
+def preset_name(shape: str) -> str:
+    """The `conf/model` preset of a paper shape: '12/768/12' -> 'L12_H768_A12'."""
+    layers, hidden, heads = shape.split("/")
+    return f"L{layers}_H{hidden}_A{heads}"
 
 
 def pretrain_cell(results: Results, encoder: str) -> Cell:
@@ -200,8 +207,9 @@ def build_entries(spec: dict[str, Any], results: Results) -> list[Entry]:
     for row in t6["rows"]:
         enc = row["encoder"]
         run = results.pretrain.get(enc)
-        if run and shape_text(run["preset"]) != row["shape"]:
-            raise UserError(f"table6 row {row['shape']}: pretraining run {enc!r} stands for {shape_text(run['preset'])}")
+        if run and run["preset"] != preset_name(row["shape"]):
+            raise UserError(f"table6 row {row['shape']}: pretraining run {enc!r} used model {run['preset']}, "
+                            f"not {preset_name(row['shape'])}")
         label, key = row["shape"], row.get("key", enc)
         entries.append(Entry("table6", label, key, "ppl", row["paper"].get("ppl"), pretrain_cell(results, enc)))
         entries.append(Entry("table6", label, key, "unigram_ppl", None, unigram_cell(results, enc)))

@@ -46,20 +46,20 @@ def test_plain_round_trip(tmp_path: Path, nsp: bool) -> None:
         assert k == k2 and torch.equal(a, b)
 
 
-@pytest.mark.parametrize("nsp", [True, False])
-def test_hf_export_loads_in_transformers(tmp_path: Path, nsp: bool) -> None:
+@pytest.mark.parametrize(("nsp", "causal"), [(True, False), (False, False), (False, True)])
+def test_hf_export_loads_in_transformers(tmp_path: Path, nsp: bool, causal: bool) -> None:
     transformers = pytest.importorskip("transformers")
     model, config = tiny(nsp)
-    save_hf(model, config, tmp_path)
+    save_hf(model, config, tmp_path, causal=causal)
     hf_config = json.loads((tmp_path / "config.json").read_text())
     assert hf_config["model_type"] == "bert" and hf_config["architectures"] == ["BertForPreTraining"]
-    assert hf_config["hidden_act"] == "gelu" and hf_config["bertlab_nsp"] is nsp
+    assert hf_config["hidden_act"] == "gelu" and hf_config["bertlab_nsp"] is nsp and hf_config["is_decoder"] is causal
     hf, info = transformers.BertForPreTraining.from_pretrained(tmp_path, output_loading_info=True)
     assert not any(info.values()), info  # no missing, unexpected or mismatched weights
     hf.eval()
     with torch.no_grad():
         theirs = hf(**inputs())
-        mlm, nsp_logits = model.logits(**inputs())
+        mlm, nsp_logits = model.logits(**inputs(), causal=causal)
     torch.testing.assert_close(mlm, theirs.prediction_logits, atol=1e-5, rtol=0)
     if nsp:
         torch.testing.assert_close(nsp_logits, theirs.seq_relationship_logits, atol=1e-5, rtol=0)

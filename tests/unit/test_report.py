@@ -41,7 +41,7 @@ def pre(preset: tuple[int, ...], trained: tuple[int, ...], non_embedding: int, p
     """A pretrain metrics.json."""
     return {
         "objective": "mlm_nsp" if nsp else "ltr", "nsp": nsp,
-        "shape": dict(zip(KEYS, trained)), "preset": dict(zip(KEYS, preset)),
+        "shape": dict(zip(KEYS, trained)), "preset": "L{}_H{}_A{}".format(*preset),
         "parameters": {"total": non_embedding + 10**6, "non_embedding": non_embedding}, "steps": 2000,
         "train_seconds": 1.0, "heldout_mlm_loss": 3.0, "heldout_ppl": ppl, "heldout_kind": kind,
     }
@@ -148,7 +148,7 @@ def test_table6_perplexity_and_unigram_baseline() -> None:
 
 def test_table6_rejects_a_run_of_another_size() -> None:
     wrong = PRETRAIN | {"L3_H768_A12": pre(BASE, (4, 192, 12, 768), 1, 1.0)}
-    with pytest.raises(UserError, match="3/768/12.*12/768/12"):
+    with pytest.raises(UserError, match="3/768/12.*used model L12_H768_A12, not L3_H768_A12"):
         report.build_entries(SPEC, results(pretrain=wrong))
 
 

@@ -46,11 +46,7 @@ def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None =
             raise SourceError(f"data mirror {mirror} is not a directory (set {MIRROR_ENV} or mirror=... to a local copy)")
         files = mirror_files(mirror, hub_id, config, split)
         if not files:
-            held = mirror_contents(mirror)
-            same = [k.removeprefix(hub_id + "/") for k in held if k.startswith(hub_id + "/")]
-            what = f"of {hub_id} it holds {', '.join(same)}" if same else (
-                "it holds " + (", ".join(sorted({k.rsplit("/", 2)[0] for k in held})) or "nothing"))
-            raise SourceError(f"{key} is not in the mirror {mirror}; {what}")
+            raise SourceError(f"{key} is not in the mirror {mirror}; {_nearest(mirror_contents(mirror), hub_id, config)}")
         return datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
     try:
         return datasets.load_dataset(hub_id, config, split=split)
@@ -60,3 +56,16 @@ def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None =
             f"cannot load {key} from the Hugging Face hub ({reason}); "
             f"without network, set {MIRROR_ENV} (or mirror=...) to a local copy"
         ) from err
+
+
+def _nearest(held: list[str], hub_id: str, config: str) -> str:
+    """What a mirror holds closest to `hub_id/config`: its splits, else the dataset's configs, else the datasets."""
+    parts = [k.rsplit("/", 2) for k in held]  # [hub_id, config, split]
+    splits = [s for h, c, s in parts if (h, c) == (hub_id, config)]
+    configs = sorted({c for h, c, _ in parts if h == hub_id})
+    if splits:
+        return f"of {hub_id}/{config} it holds the splits {', '.join(splits)}"
+    if configs:
+        return f"of {hub_id} it holds the configs {', '.join(configs)}"
+    return "it holds " + (", ".join(sorted({h for h, _, _ in parts})) or "nothing")
+
