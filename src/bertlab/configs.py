@@ -36,7 +36,7 @@ RESULT_KEYS: dict[str, list[str]] = {
 
 def runs(params: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
     """(stage, run name, Hydra overrides) of every run in the pipeline, as params.yaml defines them."""
-    base = [f"profile={params['profile']}"]
+    base = [f"profile={params['profile']}", f"corpus={params['corpus']}"]
     for stage in ("download", "tokenizer", "pretrain_data"):
         yield stage, stage, base
     for name, overrides in params["pretrain"].items():

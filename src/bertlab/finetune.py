@@ -55,7 +55,7 @@ from bertlab.data.ner import encode_words, word_predictions
 from bertlab.data.squad import encode_squad, postprocess
 from bertlab.data.tasks import IGNORE_INDEX, Task, encode_pairs, pad_collate
 from bertlab.export import load_plain
-from bertlab.heads import FEATURES, BiLSTM, LayerFeatures, SequenceHead, SpanHead, TaggingHead, init_head
+from bertlab.heads import FEATURES, BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
 from bertlab.metrics import entity_f1, glue_metrics, squad_scores
 from bertlab.model import BertEncoder
 
@@ -103,12 +103,7 @@ class FinetuneModule(pl.LightningModule):
         if bilstm or self.frozen:
             self.bilstm = BiLSTM(size, bilstm_hidden or c.hidden_size, bilstm_layers, dropout=head_dropout)
             size = self.bilstm.output_size
-        if task.kind == "span":
-            self.head = SpanHead(size)
-        elif task.kind == "tagging":
-            self.head = TaggingHead(size, task.num_labels, head_dropout)
-        else:
-            self.head = SequenceHead(size, task.num_labels, head_dropout)
+        self.head = SpanHead(size) if task.kind == "span" else LinearHead(size, task.num_labels, head_dropout)
         init_head(self.head, c.initializer_range)
         self.evaluators: list[Evaluator] = []
         self.results: dict[str, dict[str, float | None]] = {}
@@ -193,7 +188,7 @@ class FinetuneModule(pl.LightningModule):
 
     def build_optimizer(self, total_steps: int) -> dict[str, Any]:
         """AdamW and the per-step schedule: linear warmup over `warmup_ratio` of the steps, then linear decay to 0."""
-        opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps, fused=True)
+        opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps, fused=stage.fused_adamw(self))
         total = max(1, int(total_steps))
         warmup = min(int(round(self.warmup_ratio * total)), total - 1)
         decay = torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total_iters=max(1, total - warmup))
@@ -503,7 +498,7 @@ def finetune(cfg: DictConfig) -> Result:
         max_epochs=ft.epochs, accelerator=cfg.impl.accelerator, devices=cfg.impl.devices,
         strategy=cfg.impl.strategy, precision=cfg.impl.precision, gradient_clip_val=ft.grad_clip,
         logger=stage.make_loggers(cfg, "finetune", work_dir), log_every_n_steps=min(10, steps_per_epoch),
-        callbacks=[LearningRateMonitor("step")], enable_checkpointing=False, default_root_dir=work_dir,
+        callbacks=[LearningRateMonitor("step"), stage.progress_bar()], enable_checkpointing=False, default_root_dir=work_dir,
         num_sanity_val_steps=0,
     )
     start = time.perf_counter()

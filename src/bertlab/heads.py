@@ -1,8 +1,8 @@
 """Task heads and what sits between the encoder and them: layer features, the scalar mix, the BiLSTM.
 
-- `SequenceHead`: dropout + linear on one vector per sequence (classification logits, or 1 regression score).
+- `LinearHead`: dropout + linear, on one vector per sequence (classification logits, or 1 regression score)
+  or per token (CoNLL-2003 tags).
 - `SpanHead`: start and end logits per token (SQuAD).
-- `TaggingHead`: dropout + linear per token (CoNLL-2003 tags).
 - `BiLSTM`: a randomly initialised bidirectional LSTM over the real (unpadded) tokens; gives per-token states
   and a sentence vector (forward state at the last real token ++ backward state at the first token).
 - `LayerFeatures` + `ScalarMix`: the feature-based strategies of Table 7 over the encoder's hidden states
@@ -107,8 +107,8 @@ class BiLSTM(nn.Module):
         return tokens, torch.cat([h_n[-2], h_n[-1]], dim=-1)  # last layer: forward, backward
 
 
-class SequenceHead(nn.Module):
-    """Dropout + linear on one vector per sequence: `num_labels` logits (1 = a regression score)."""
+class LinearHead(nn.Module):
+    """Dropout + linear: `num_labels` logits per sequence (B, H) or per token (B, S, H); 1 = a regression score."""
 
     def __init__(self, input_size: int, num_labels: int, dropout: float = 0.1) -> None:
         super().__init__()
@@ -133,18 +133,6 @@ class SpanHead(nn.Module):
             pad = attention_mask == 0
             start, end = start.masked_fill(pad, -1e4), end.masked_fill(pad, -1e4)
         return start, end
-
-
-class TaggingHead(nn.Module):
-    """Dropout + linear per token: (B, S, num_labels) tag logits."""
-
-    def __init__(self, input_size: int, num_labels: int, dropout: float = 0.1) -> None:
-        super().__init__()
-        self.dropout = nn.Dropout(dropout)
-        self.out = nn.Linear(input_size, num_labels)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.out(self.dropout(x))
 
 
 def init_head(module: nn.Module, std: float = 0.02) -> None:

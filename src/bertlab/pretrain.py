@@ -28,7 +28,7 @@ from bertlab.configs import RESULT_KEYS, select
 from bertlab.data.instances import InstanceDataset, load_instances
 from bertlab.data.masking import PretrainingCollator, continuation_table
 from bertlab.export import save_hf, save_plain
-from bertlab.model import BertConfig, BertForPretraining
+from bertlab.model import BertConfig, BertForPretraining, flops_per_token
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class PretrainModule(pl.LightningModule):
             {"params": [p for p in params if p.ndim >= 2], "weight_decay": o["weight_decay"]},
             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
         ]
-        opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"], fused=True)
+        opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"], fused=stage.fused_adamw(self))
         warmup = max(1, min(o["warmup_steps"], o["max_steps"] - 1))
         sched = torch.optim.lr_scheduler.SequentialLR(
             opt,
@@ -108,6 +108,9 @@ def run(cfg: DictConfig) -> None:
         model=vars(config), objective=OmegaConf.to_container(cfg.objective),
         optim=OmegaConf.to_container(cfg.pretrain),
     )
+    seq = train.input_ids.shape[1]  # for ThroughputMonitor's FLOP/s: full batches, the labelled fraction predicted
+    module.flops_per_batch = cfg.pretrain.batch_size * seq * flops_per_token(
+        config, seq, 1.0 if cfg.objective.causal else cfg.objective.mlm_probability)
     n_params = module.model.num_parameters()
     log.info("%s: %s, %s parameters", cfg.name, config, n_params)
     if cfg.impl.compile:
@@ -137,7 +140,7 @@ def run(cfg: DictConfig) -> None:
         val_check_interval=cfg.pretrain.val_every_steps, check_val_every_n_epoch=None,
         logger=stage.make_loggers(cfg, "pretrain", ckpt_dir), log_every_n_steps=10,
         callbacks=[
-            ckpt, LearningRateMonitor("step"),
+            ckpt, LearningRateMonitor("step"), stage.progress_bar(),
             ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0],
                               length_fn=lambda b: int(b["attention_mask"].sum())),
         ],
@@ -155,7 +158,7 @@ def run(cfg: DictConfig) -> None:
     model = module.model._orig_mod if cfg.impl.compile else module.model
     with stage.atomic_dir(data_dir / "pretrain" / cfg.name) as out:
         save_plain(model, config, out)
-        save_hf(model, config, out / "hf")
+        save_hf(model, config, out / "hf", causal=cfg.objective.causal)
         if (ckpt_dir / "metrics.csv").exists():
             shutil.copy(ckpt_dir / "metrics.csv", out / "metrics.csv")
         stage.write_json(out / "metrics.json", {

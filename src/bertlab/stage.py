@@ -82,6 +82,20 @@ def apply_impl(impl: DictConfig) -> None:
         torch.set_num_threads(int(impl.threads))
 
 
+def progress_bar():
+    """Lightning's tqdm bar: unlike the rich one it also reports progress when output is a log, not a terminal."""
+    from lightning.pytorch.callbacks import TQDMProgressBar
+
+    return TQDMProgressBar(refresh_rate=10)
+
+
+def fused_adamw(module: Any) -> bool:
+    """Whether a LightningModule may use a fused AdamW (one kernel for all parameters: faster). Not under mixed
+    precision, where Lightning cannot clip a fused optimizer's gradients."""
+    trainer = getattr(module, "_trainer", None)
+    return trainer is None or str(trainer.precision).startswith("32")
+
+
 def make_loggers(cfg: DictConfig, group: str, save_dir: str | Path) -> list:
     """Lightning loggers: always a CSVLogger into `save_dir` (the report reads it) plus the chosen one."""
     from lightning.pytorch.loggers import CSVLogger, WandbLogger

@@ -11,9 +11,14 @@ from bertlab.stage import CONF_DIR
 
 PARAMS = {
     "profile": "smoke",
+    "corpus": "mirror",
     "seeds": [1, 2],
     "pretrain": {"bert": ["objective=mlm_nsp"], "ltr": ["objective=ltr"]},
-    "finetune": {"encoders": ["bert", "ltr"], "tasks": ["sst2", "mrpc"]},
+    "finetune": {
+        "finetune": {"encoders": ["bert", "ltr"], "tasks": ["sst2", "mrpc"]},
+        "finetune_features": {"encoders": ["bert"], "tasks": ["conll2003"], "features": ["last", "sum_all"],
+                              "overrides": ["finetune.mode=feature_based"]},
+    },
 }
 
 
@@ -26,12 +31,14 @@ def test_runs_expand_the_pipeline_from_params() -> None:
     names = [(stage, name) for stage, name, _ in runs(PARAMS)]
     assert names[:5] == [("download", "download"), ("tokenizer", "tokenizer"), ("pretrain_data", "pretrain_data"),
                          ("pretrain", "bert"), ("pretrain", "ltr")]
-    assert sum(stage == "finetune" for stage, _ in names) == 2 * 2 * 2
+    assert sum(stage == "finetune" for stage, _ in names) == 2 * 2 * 2 + 2 * 2
     assert ("finetune", "ltr-mrpc-2") in names and names[-1] == ("ablations", "ablations")
+    (overrides,) = [o for stage, name, o in runs(PARAMS) if name == "bert-conll2003-sum_all-1"]
+    assert {"finetune.mode=feature_based", "finetune.features=sum_all", "task=conll2003", "seed=1"} <= set(overrides)
 
 
 def test_written_configs_are_complete_and_keys_are_results_only(tmp_path: Path) -> None:
-    assert write_all(PARAMS, tmp_path / "configs") == 3 + 2 + 8 + 1
+    assert write_all(PARAMS, tmp_path / "configs") == 3 + 2 + 12 + 1
     full = yaml.safe_load((tmp_path / "configs/finetune/ltr-sst2-2.yaml").read_text())
     assert full["finetune"]["encoder"] == "ltr" and full["task"]["name"] == "sst2" and full["seed"] == 2
     assert full["hydra"]["run"]["dir"].endswith("hydra/finetune/ltr-sst2-2")

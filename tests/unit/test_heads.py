@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bertlab.heads import FEATURES, BiLSTM, LayerFeatures, ScalarMix, SequenceHead, SpanHead, TaggingHead
+from bertlab.heads import FEATURES, BiLSTM, LayerFeatures, LinearHead, ScalarMix, SpanHead
 
 H, L = 8, 5  # hidden size, transformer layers
 
@@ -75,8 +75,8 @@ def test_bilstm_ignores_padding() -> None:
 
 def test_heads_shapes_and_span_padding() -> None:
     x = torch.randn(2, 5, H)
-    assert SequenceHead(H, 3)(x[:, 0]).shape == (2, 3)
-    assert TaggingHead(H, 9)(x).shape == (2, 5, 9)
+    assert LinearHead(H, 3)(x[:, 0]).shape == (2, 3)
+    assert LinearHead(H, 9)(x).shape == (2, 5, 9)
     start, end = SpanHead(H)(x, torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]))
     assert start.shape == end.shape == (2, 5)
     assert (start[0, 3:] < -1e3).all() and (end[0, 3:] < -1e3).all()
