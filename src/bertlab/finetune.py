@@ -188,7 +188,8 @@ class FinetuneModule(pl.LightningModule):
 
     def build_optimizer(self, total_steps: int) -> dict[str, Any]:
         """AdamW and the per-step schedule: linear warmup over `warmup_ratio` of the steps, then linear decay to 0."""
-        opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps, fused=stage.fused_adamw(self))
+        opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps,
+                                fused=stage.fused_adamw(self))
         total = max(1, int(total_steps))
         warmup = min(int(round(self.warmup_ratio * total)), total - 1)
         decay = torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total_iters=max(1, total - warmup))
@@ -498,7 +499,8 @@ def finetune(cfg: DictConfig) -> Result:
         max_epochs=ft.epochs, accelerator=cfg.impl.accelerator, devices=cfg.impl.devices,
         strategy=cfg.impl.strategy, precision=cfg.impl.precision, gradient_clip_val=ft.grad_clip,
         logger=stage.make_loggers(cfg, "finetune", work_dir), log_every_n_steps=min(10, steps_per_epoch),
-        callbacks=[LearningRateMonitor("step"), stage.progress_bar()], enable_checkpointing=False, default_root_dir=work_dir,
+        callbacks=[LearningRateMonitor("step"), stage.progress_bar()], enable_checkpointing=False,
+        default_root_dir=work_dir,
         num_sanity_val_steps=0,
     )
     start = time.perf_counter()

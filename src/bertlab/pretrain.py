@@ -67,7 +67,8 @@ class PretrainModule(pl.LightningModule):
             {"params": [p for p in params if p.ndim >= 2], "weight_decay": o["weight_decay"]},
             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
         ]
-        opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"], fused=stage.fused_adamw(self))
+        opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+                                fused=stage.fused_adamw(self))
         warmup = max(1, min(o["warmup_steps"], o["max_steps"] - 1))
         sched = torch.optim.lr_scheduler.SequentialLR(
             opt,
@@ -99,16 +100,16 @@ def run(cfg: DictConfig) -> None:
     fmt = cfg.objective.data
     train = load_instances(instances_dir / f"train_{fmt}")
     heldout = load_instances(instances_dir / f"heldout_{fmt}")
+    seq = train.input_ids.shape[1]
     config = BertConfig(
         vocab_size=tokenizer.get_vocab_size(), num_layers=cfg.model.num_layers, hidden_size=cfg.model.hidden_size,
-        num_heads=cfg.model.num_heads, intermediate_size=cfg.model.intermediate_size,
-        max_position_embeddings=train.input_ids.shape[1],
+        num_heads=cfg.model.num_heads, intermediate_size=cfg.model.intermediate_size, max_position_embeddings=seq,
     )
     module = PretrainModule(
         model=vars(config), objective=OmegaConf.to_container(cfg.objective),
         optim=OmegaConf.to_container(cfg.pretrain),
     )
-    seq = train.input_ids.shape[1]  # for ThroughputMonitor's FLOP/s: full batches, the labelled fraction predicted
+    # for ThroughputMonitor's FLOP/s: full batches, the labelled fraction predicted (all positions for LTR)
     module.flops_per_batch = cfg.pretrain.batch_size * seq * flops_per_token(
         config, seq, 1.0 if cfg.objective.causal else cfg.objective.mlm_probability)
     n_params = module.model.num_parameters()

@@ -61,7 +61,8 @@ def run(cfg: DictConfig) -> None:
     c, p = cfg.corpus, cfg.pretrain_data
     texts = list(sample_documents(corpus["text"], c.max_chars, c.seed))
     if len(texts) <= c.heldout_documents:
-        raise stage.UserError(f"the corpus sample has {len(texts)} documents; need more than heldout_documents={c.heldout_documents}")
+        raise stage.UserError(f"the corpus sample has {len(texts)} documents; "
+                              f"need more than heldout_documents={c.heldout_documents}")
     log.info("tokenizing %d documents (%.1f M characters)", len(texts), sum(map(len, texts)) / 1e6)
     heldout_docs = tokenize_documents(texts[: c.heldout_documents], tokenizer)
     train_docs = tokenize_documents(texts[c.heldout_documents :], tokenizer)
@@ -80,7 +81,9 @@ def run(cfg: DictConfig) -> None:
         "train_tokens": int(sum(s.size for doc in train_docs for s in doc)),
         "instances": {name: len(inst) for name, inst in sets.items()},
         "nsp": nsp_stats(sets["train_nsp"]),
-        "heldout_unigram_ppl": {f: unigram_perplexity(train_docs, sets[f"heldout_{f}"], vocab) for f in ("nsp", "packed")},
+        "heldout_unigram_ppl": {
+            f: unigram_perplexity(train_docs, sets[f"heldout_{f}"], vocab) for f in ("nsp", "packed")
+        },
     }
     with stage.atomic_dir(data_dir / "pretrain_data") as tmp:
         for name, inst in sets.items():
