@@ -32,6 +32,7 @@ import math
 import shutil
 import time
 import warnings
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -253,12 +254,13 @@ class FinetuneModule(pl.LightningModule):
 
 
 @dataclass
-class Evaluator:
+class Evaluator(ABC):
     split: str
     rows: int  # rows of the eval dataset (SQuAD: windows)
 
+    @abstractmethod
     def score(self, predictions: list) -> dict[str, float]:
-        raise NotImplementedError
+        """The split's metrics from one prediction per row, in dataset order."""
 
 
 @dataclass
@@ -326,8 +328,9 @@ def subsample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Datase
 def prepare_split(
     task: Task, ds: datasets.Dataset, tokenizer: Tokenizer, lengths: Lengths, split: str, train: bool,
     n_best_size: int = 20, max_answer_length: int = 30,
-) -> tuple[list[dict[str, Any]], Evaluator]:
-    """Model rows of one split (with targets when `train`) and the evaluator of predictions on them."""
+) -> tuple[list[dict[str, Any]], Evaluator | None]:
+    """Model rows of one split (with targets when `train`) and the evaluator of predictions on them (SQuAD's
+    training windows have none: their targets are token positions, not answers)."""
     cols = task.text_columns
     if task.kind in ("classification", "regression"):
         enc = encode_pairs(tokenizer, ds[cols[0]], ds[cols[1]] if len(cols) > 1 else None, lengths.max_seq_length)
@@ -354,7 +357,7 @@ def prepare_split(
                 for i, (ids, types, s, e) in enumerate(zip(
                     feats["input_ids"], feats["token_type_ids"], feats["start_positions"], feats["end_positions"]))
             ]
-            return rows, Evaluator(split, len(rows))
+            return rows, None
         feats = encode_squad(tokenizer, questions, contexts, **settings)
         rows = [
             {"input_ids": ids, "token_type_ids": types, "index": i}
