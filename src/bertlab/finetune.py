@@ -193,15 +193,7 @@ class FinetuneModule(pl.LightningModule):
                                 fused=stage.fused_adamw(self))
         total = max(1, int(total_steps))
         warmup = min(int(round(self.warmup_ratio * total)), total - 1)
-        decay = torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total_iters=max(1, total - warmup))
-        if warmup > 0:
-            sched: Any = torch.optim.lr_scheduler.SequentialLR(
-                opt, [torch.optim.lr_scheduler.LinearLR(opt, start_factor=1.0 / warmup, total_iters=warmup), decay],
-                milestones=[warmup],
-            )
-        else:
-            sched = decay
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return {"optimizer": opt, "lr_scheduler": stage.warmup_then_decay(opt, warmup, total)}
 
     def configure_optimizers(self) -> dict[str, Any]:
         return self.build_optimizer(self.trainer.estimated_stepping_batches)

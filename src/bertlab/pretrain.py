@@ -70,15 +70,7 @@ class PretrainModule(pl.LightningModule):
         opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
                                 fused=stage.fused_adamw(self))
         warmup = max(1, min(o["warmup_steps"], o["max_steps"] - 1))
-        sched = torch.optim.lr_scheduler.SequentialLR(
-            opt,
-            [
-                torch.optim.lr_scheduler.LinearLR(opt, start_factor=1.0 / warmup, total_iters=warmup),
-                torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total_iters=max(1, o["max_steps"] - warmup)),
-            ],
-            milestones=[warmup],
-        )
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return {"optimizer": opt, "lr_scheduler": stage.warmup_then_decay(opt, warmup, o["max_steps"])}
 
 
 def checkpoint_dir(cfg: DictConfig, inputs: list[Path]) -> Path:

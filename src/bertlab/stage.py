@@ -96,6 +96,17 @@ def fused_adamw(module: Any) -> bool:
     return trainer is None or str(trainer.precision).startswith("32")
 
 
+def warmup_then_decay(opt: torch.optim.Optimizer, warmup: int, total: int) -> dict[str, Any]:
+    """Lightning's scheduler config for BERT's schedule: linear warmup over `warmup` steps, then linear decay to 0
+    at step `total` (torch's LinearLR, stepped every optimizer step)."""
+    decay = torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total_iters=max(1, total - warmup))
+    sched: torch.optim.lr_scheduler.LRScheduler = decay
+    if warmup > 0:
+        ramp = torch.optim.lr_scheduler.LinearLR(opt, start_factor=1.0 / warmup, total_iters=warmup)
+        sched = torch.optim.lr_scheduler.SequentialLR(opt, [ramp, decay], milestones=[warmup])
+    return {"scheduler": sched, "interval": "step"}
+
+
 def make_loggers(cfg: DictConfig, group: str, save_dir: str | Path) -> list:
     """Lightning loggers: always a CSVLogger into `save_dir` (the report reads it) plus the chosen one."""
     from lightning.pytorch.loggers import CSVLogger, WandbLogger
