@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -65,11 +66,12 @@ def save_plain(model: BertForPretraining, config: BertConfig, directory: str | P
 
 
 def load_plain(
-    directory: str | Path, map_location: str | torch.device = "cpu",
+    directory: str | Path, map_location: str | torch.device = "cpu", **overrides: Any,
 ) -> tuple[BertForPretraining, BertConfig]:
-    """Rebuild the model saved by `save_plain` (NSP head present iff it was saved)."""
+    """Rebuild the model saved by `save_plain` (NSP head present iff it was saved); `overrides` replace
+    config fields that hold no weights (e.g. dropout)."""
     d = Path(directory)
-    config = BertConfig(**json.loads((d / CONFIG).read_text()))
+    config = BertConfig(**{**json.loads((d / CONFIG).read_text()), **overrides})
     state = torch.load(d / PLAIN_WEIGHTS, map_location=map_location, weights_only=True)
     model = BertForPretraining(config, nsp="nsp.weight" in state)
     model.load_state_dict(state)

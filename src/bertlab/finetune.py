@@ -389,12 +389,13 @@ class Result:
     module: FinetuneModule | None = None  # the trained module (None when there was no data)
 
 
-def load_encoder(data_dir: Path, name: str) -> tuple[BertEncoder, bool, str | None]:
-    """The encoder of pretraining run `name`, whether it is causal (objective "ltr"), and its objective."""
+def load_encoder(data_dir: Path, name: str, dropout: float) -> tuple[BertEncoder, bool, str | None]:
+    """The encoder of pretraining run `name` with the given dropout, whether it is causal (objective "ltr"),
+    and its objective."""
     d = data_dir / "pretrain" / name
     if not (d / "model.pt").exists() or not (d / "config.json").exists():
         raise stage.UserError(f"encoder {name!r}: no pretrained model in {d} (run the pretrain stage with name={name})")
-    model, _ = load_plain(d)
+    model, _ = load_plain(d, dropout=dropout, attention_dropout=dropout)
     objective = stage.read_json(d / "metrics.json").get("objective") if (d / "metrics.json").exists() else None
     if objective is None:
         log.warning("%s has no metrics.json objective: treating the encoder as bidirectional", d)
@@ -446,7 +447,7 @@ def finetune(cfg: DictConfig) -> Result:
         raise stage.UserError(f"no tokenizer at {tokenizer_file} (run the tokenizer stage)")
     stage.apply_impl(cfg.impl)
     pl.seed_everything(cfg.seed, workers=True)
-    encoder, causal, objective = load_encoder(data_dir, ft.encoder)
+    encoder, causal, objective = load_encoder(data_dir, ft.encoder, ft.dropout)
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     pad_id = tokenizer.token_to_id("[PAD]")
 

@@ -96,6 +96,7 @@ def run(cfg: DictConfig) -> None:
     config = BertConfig(
         vocab_size=tokenizer.get_vocab_size(), num_layers=cfg.model.num_layers, hidden_size=cfg.model.hidden_size,
         num_heads=cfg.model.num_heads, intermediate_size=cfg.model.intermediate_size, max_position_embeddings=seq,
+        dropout=cfg.pretrain.dropout, attention_dropout=cfg.pretrain.dropout,
     )
     module = PretrainModule(
         model=vars(config), objective=OmegaConf.to_container(cfg.objective),
