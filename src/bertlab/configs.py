@@ -41,14 +41,15 @@ def runs(params: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
         yield stage, stage, base
     for name, overrides in params["pretrain"].items():
         yield "pretrain", name, [*base, f"name={name}", *overrides]
-    for grid in params["finetune"].values():
-        for encoder, task, features, seed in itertools.product(
-            grid["encoders"], grid["tasks"], grid.get("features", [None]), params["seeds"]
-        ):
-            name = "-".join(str(p) for p in (encoder + grid.get("suffix", ""), task, features, seed) if p is not None)
-            extra = [f"finetune.features={features}"] if features else []
+    for task, grid in params["finetune"].items():
+        for (encoder, mode), seed in itertools.product(grid["runs"], grid["seeds"]):
+            for kind, value in (("pretrain", encoder), ("modes", mode)):
+                if value not in params[kind]:
+                    raise UserError(f"finetune.{task}.runs: {value!r} is not in params.yaml `{kind}` "
+                                    f"({', '.join(params[kind])})")
+            name = f"{task}-{encoder}-{mode}-{seed}"
             yield "finetune", name, [*base, f"name={name}", f"finetune.encoder={encoder}", f"task={task}",
-                                     f"seed={seed}", *grid.get("overrides", []), *extra]
+                                     f"seed={seed}", *params["modes"][mode]]
     yield "ablations", "ablations", base
 
 

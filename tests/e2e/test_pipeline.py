@@ -45,14 +45,14 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / f, dest / f)
     params = yaml.safe_load((dest / "params.yaml").read_text())
-    params.update(profile="smoke", seeds=[1])
-    # A slice of every grid (each table keeps a cell), so the whole study runs in a few minutes.
+    params["profile"] = "smoke"
+    # A slice of every table (each keeps a cell), one seed, so the whole study runs in a few minutes.
     params["pretrain"] = {k: params["pretrain"][k] for k in ("bert", "ltr", "scratch", "L3_H768_A12")}
-    grids = params["finetune"]
-    grids["finetune"].update(encoders=["bert", "scratch"], tasks=["mnli", "mrpc"])
-    grids["finetune_bilstm"].update(tasks=["squad"])
-    grids["finetune_shapes"].update(encoders=["L3_H768_A12"], tasks=["sst2"])
-    grids["finetune_features"].update(features=["last", "concat_last_four"])
+    runs = {"mnli": [["bert", "finetune"], ["scratch", "finetune"]], "qnli": [],
+            "mrpc": [["bert", "finetune"], ["scratch", "finetune"]], "sst2": [["L3_H768_A12", "finetune"]],
+            "squad": [["ltr", "bilstm"]],
+            "conll2003": [["bert", "finetune"], ["bert", "last"], ["bert", "concat_last_four"]]}
+    params["finetune"] = {task: {"seeds": [1], "runs": r} for task, r in runs.items()}
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
@@ -79,7 +79,16 @@ def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path) -> None:
     conf = repo / "conf/objective/ltr.yaml"  # read by pretrain@ltr only; its encoder feeds one fine-tuning cell
     conf.write_text(conf.read_text().replace("whole_word_masking: false", "whole_word_masking: true"))
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
-    assert ran == {"configs", "pretrain@ltr", "finetune_bilstm@ltr-squad-1", "ablations"}
+    assert ran == {"configs", "pretrain@ltr", "finetune_squad@run0-1", "ablations"}  # squad-ltr-bilstm-1
     speed = repo / "conf/impl/cpu.yaml"
     speed.write_text(speed.read_text().replace("num_workers: 0", "num_workers: 1"))
     assert stages_run(run(["dvc", "repro"], repo).stdout) == {"configs"}  # speed-only: no result reruns
+
+
+def test_a_task_seed_list_change_reruns_only_that_task(repo: Path) -> None:
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["finetune"]["mrpc"]["seeds"] = [1, 2]
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    ran = stages_run(run(["dvc", "repro"], repo).stdout)
+    assert ran == {"configs", "finetune_mrpc@run0-2", "finetune_mrpc@run1-2", "ablations"}  # the new MRPC cells
+    assert "(2 seeds)" in (repo / "reports/ablations.md").read_text()

@@ -1,5 +1,6 @@
 """The `configs` stage: every run's composed config, and key files that ignore speed-only settings."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -7,17 +8,17 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from bertlab.configs import RESULT_KEYS, runs, write_all
-from bertlab.stage import CONF_DIR
+from bertlab.stage import CONF_DIR, UserError
 
 PARAMS = {
     "profile": "smoke",
     "corpus": "mirror",
-    "seeds": [1, 2],
     "pretrain": {"bert": ["objective=mlm_nsp"], "ltr": ["objective=ltr"]},
+    "modes": {"finetune": [], "sum_all": ["finetune.mode=feature_based", "finetune.features=sum_all"]},
     "finetune": {
-        "finetune": {"encoders": ["bert", "ltr"], "tasks": ["sst2", "mrpc"]},
-        "finetune_features": {"encoders": ["bert"], "tasks": ["conll2003"], "features": ["last", "sum_all"],
-                              "overrides": ["finetune.mode=feature_based"]},
+        "sst2": {"seeds": [1, 2], "runs": [["bert", "finetune"], ["ltr", "finetune"]]},
+        "mrpc": {"seeds": [1, 2], "runs": [["bert", "finetune"], ["ltr", "finetune"]]},
+        "conll2003": {"seeds": [1, 2, 3], "runs": [["bert", "sum_all"]]},
     },
 }
 
@@ -31,17 +32,28 @@ def test_runs_expand_the_pipeline_from_params() -> None:
     names = [(stage, name) for stage, name, _ in runs(PARAMS)]
     assert names[:5] == [("download", "download"), ("tokenizer", "tokenizer"), ("pretrain_data", "pretrain_data"),
                          ("pretrain", "bert"), ("pretrain", "ltr")]
-    assert sum(stage == "finetune" for stage, _ in names) == 2 * 2 * 2 + 2 * 2
-    assert ("finetune", "ltr-mrpc-2") in names and names[-1] == ("ablations", "ablations")
-    (overrides,) = [o for stage, name, o in runs(PARAMS) if name == "bert-conll2003-sum_all-1"]
-    assert {"finetune.mode=feature_based", "finetune.features=sum_all", "task=conll2003", "seed=1"} <= set(overrides)
+    assert sum(stage == "finetune" for stage, _ in names) == 2 * 2 * 2 + 1 * 3  # each task: runs x its own seeds
+    assert ("finetune", "mrpc-ltr-finetune-2") in names and names[-1] == ("ablations", "ablations")
+    (overrides,) = [o for stage, name, o in runs(PARAMS) if name == "conll2003-bert-sum_all-3"]
+    assert {"finetune.mode=feature_based", "finetune.features=sum_all", "task=conll2003", "seed=3",
+            "finetune.encoder=bert"} <= set(overrides)
+
+
+@pytest.mark.parametrize(("run", "message"), [
+    (["bert", "bilstm"], "'bilstm' is not in params.yaml `modes` (finetune, sum_all)"),
+    (["nonsp", "finetune"], "'nonsp' is not in params.yaml `pretrain` (bert, ltr)"),
+])
+def test_a_run_with_an_unknown_encoder_or_mode_is_a_user_error(run: list[str], message: str) -> None:
+    params = {**PARAMS, "finetune": {"sst2": {"seeds": [1], "runs": [run]}}}
+    with pytest.raises(UserError, match=re.escape(f"finetune.sst2.runs: {message}")):
+        list(runs(params))
 
 
 def test_written_configs_are_complete_and_keys_are_results_only(tmp_path: Path) -> None:
-    assert write_all(PARAMS, tmp_path / "configs") == 3 + 2 + 12 + 1
-    full = yaml.safe_load((tmp_path / "configs/finetune/ltr-sst2-2.yaml").read_text())
+    assert write_all(PARAMS, tmp_path / "configs") == 3 + 2 + 11 + 1
+    full = yaml.safe_load((tmp_path / "configs/finetune/sst2-ltr-finetune-2.yaml").read_text())
     assert full["finetune"]["encoder"] == "ltr" and full["task"]["name"] == "sst2" and full["seed"] == 2
-    assert full["hydra"]["run"]["dir"].endswith("hydra/finetune/ltr-sst2-2")
+    assert full["hydra"]["run"]["dir"].endswith("hydra/finetune/sst2-ltr-finetune-2")
     key = yaml.safe_load((tmp_path / "configs/pretrain/ltr.key.yaml").read_text())
     assert key["objective"]["causal"] is True
     assert "impl" not in key and "logger" not in key and set(key) == {"overrides", *RESULT_KEYS["pretrain"]}

@@ -46,6 +46,19 @@ def test_plain_round_trip(tmp_path: Path, nsp: bool) -> None:
         assert k == k2 and torch.equal(a, b)
 
 
+def test_load_plain_overrides_dropout(tmp_path: Path) -> None:
+    """Fine-tuning sets its own dropout on an encoder pretrained without it; the weights are untouched."""
+    model, config = tiny()
+    save_plain(model, config, tmp_path)  # saved with dropout 0.1 (the default)
+    loaded, loaded_config = load_plain(tmp_path, dropout=0.0, attention_dropout=0.0)
+    assert loaded_config.dropout == 0.0 and loaded_config.attention_dropout == 0.0
+    assert {m.p for m in loaded.modules() if isinstance(m, torch.nn.Dropout)} == {0.0}
+    assert all(layer.attention_dropout == 0.0 for layer in loaded.encoder.layers)
+    loaded.train()  # no dropout left: training mode gives eval mode's outputs
+    with torch.no_grad():
+        assert torch.allclose(loaded.encoder(**inputs()).last_hidden_state, model.encoder(**inputs()).last_hidden_state)
+
+
 @pytest.mark.parametrize(("nsp", "causal"), [(True, False), (False, False), (False, True)])
 def test_hf_export_loads_in_transformers(tmp_path: Path, nsp: bool, causal: bool) -> None:
     transformers = pytest.importorskip("transformers")
