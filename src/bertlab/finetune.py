@@ -59,6 +59,7 @@ from bertlab.export import load_plain
 from bertlab.heads import FEATURES, BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
 from bertlab.metrics import entity_f1, glue_metrics, squad_scores
 from bertlab.model import BertEncoder
+from bertlab.report import tables_of
 
 log = logging.getLogger(__name__)
 
@@ -491,10 +492,11 @@ def finetune(cfg: DictConfig) -> Result:
     if rank_zero_only.rank == 0:  # DDP re-runs this script in every rank: only the first one cleans up
         shutil.rmtree(work_dir, ignore_errors=True)
     steps_per_epoch = max(1, math.ceil(len(train_rows) / ft.batch_size))
+    loggers = stage.make_loggers(cfg, "finetune", work_dir, tables_of(OmegaConf.to_container(cfg.ablations), record))
     trainer = pl.Trainer(
         max_epochs=ft.epochs, accelerator=cfg.impl.accelerator, devices=cfg.impl.devices,
         strategy=cfg.impl.strategy, precision=cfg.impl.precision, gradient_clip_val=ft.grad_clip,
-        logger=stage.make_loggers(cfg, "finetune", work_dir), log_every_n_steps=min(10, steps_per_epoch),
+        logger=loggers, log_every_n_steps=min(10, steps_per_epoch),
         callbacks=[LearningRateMonitor("step"), stage.progress_bar()], enable_checkpointing=False,
         default_root_dir=work_dir,
         num_sanity_val_steps=0,

@@ -29,6 +29,7 @@ from bertlab.data.instances import InstanceDataset, load_instances
 from bertlab.data.masking import PretrainingCollator, continuation_table
 from bertlab.export import save_hf, save_plain
 from bertlab.model import BertConfig, BertForPretraining, flops_per_token
+from bertlab.report import tables_of
 
 log = logging.getLogger(__name__)
 
@@ -126,13 +127,15 @@ def run(cfg: DictConfig) -> None:
     ckpt_dir = checkpoint_dir(cfg, [tokenizer_file, instances_dir / "stats.json"])
     ckpt = ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0,
                            every_n_train_steps=cfg.pretrain.checkpoint_every_steps)
+    loggers = stage.make_loggers(cfg, "pretrain", ckpt_dir, tables_of(OmegaConf.to_container(cfg.ablations),
+                                                                        {"encoder": cfg.name}))
     trainer = pl.Trainer(
         max_steps=cfg.pretrain.max_steps, max_epochs=-1,
         accelerator=cfg.impl.accelerator, devices=cfg.impl.devices, strategy=cfg.impl.strategy,
         precision=cfg.impl.precision, gradient_clip_val=cfg.pretrain.grad_clip,
         accumulate_grad_batches=cfg.pretrain.accumulate_grad_batches,
         val_check_interval=cfg.pretrain.val_every_steps, check_val_every_n_epoch=None,
-        logger=stage.make_loggers(cfg, "pretrain", ckpt_dir), log_every_n_steps=10,
+        logger=loggers, log_every_n_steps=10,
         callbacks=[
             ckpt, LearningRateMonitor("step"), stage.progress_bar(),
             ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0],

@@ -8,6 +8,7 @@ import csv
 import math
 import operator
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -168,6 +169,27 @@ def cell(runs: list[dict[str, Any]], columns: dict[str, Any], task: str, **selec
 
 def _select(row: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     return defaults | {k: row[k] for k in ("encoder", "mode", "features", "bilstm") if k in row}
+
+
+def table_rows(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], list[str]]]:
+    """(table, the fields its fine-tuning runs have, its tasks) for every row of Tables 5, 6 and 7."""
+    for table in ("table5", "table6"):
+        for row in spec[table]["rows"]:
+            yield table, _select(row, FINETUNE), spec[table]["tasks"]
+    t7 = spec["table7"]
+    for row in t7["rows"]:
+        yield "table7", _select(row, {"encoder": t7["encoder"]}), [t7["task"]]
+
+
+def tables_of(spec: dict[str, Any], run: dict[str, Any]) -> list[str]:
+    """The tables that use a run: a pretraining run (`{"encoder": name}`) through any row on it, a fine-tuning run
+    (encoder, task, mode, features, bilstm) as a cell. W&B groups and tags runs by them."""
+    def uses(fields: dict[str, Any], tasks: list[str]) -> bool:
+        if "task" not in run:
+            return fields["encoder"] == run["encoder"]
+        return run["task"] in tasks and all(run.get(k) == v for k, v in fields.items())
+
+    return [t for t in TABLES if any(table == t and uses(fields, tasks) for table, fields, tasks in table_rows(spec))]
 
 
 def shape_text(shape: dict[str, int]) -> str:

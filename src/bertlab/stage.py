@@ -107,8 +107,9 @@ def warmup_then_decay(opt: torch.optim.Optimizer, warmup: int, total: int) -> di
     return {"scheduler": sched, "interval": "step"}
 
 
-def make_loggers(cfg: DictConfig, group: str, save_dir: str | Path) -> list:
-    """Lightning loggers: always a CSVLogger into `save_dir` (the report reads it) plus the chosen one."""
+def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path, tables: list[str]) -> list:
+    """Lightning loggers: always a CSVLogger into `save_dir` (the report reads it) plus the chosen one. A W&B run is
+    grouped by the first of the ablation `tables` that use it (else by `job_type`) and tagged with all of them."""
     from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
     loggers: list = [CSVLogger(save_dir=str(save_dir), name="", version="")]
@@ -116,10 +117,11 @@ def make_loggers(cfg: DictConfig, group: str, save_dir: str | Path) -> list:
         Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
         loggers.append(
             WandbLogger(
-                project=cfg.logger.project, name=cfg.name, group=group, save_dir=cfg.logger.save_dir,
-                offline=cfg.logger.offline, config=OmegaConf.to_container(cfg, resolve=True),
+                project=cfg.logger.project, name=cfg.name, group=tables[0] if tables else job_type,
+                job_type=job_type, tags=tables, save_dir=cfg.logger.save_dir, offline=cfg.logger.offline,
+                config=OmegaConf.to_container(cfg, resolve=True),
             )
         )
     elif cfg.logger.kind == "csv":
-        loggers.append(CSVLogger(save_dir=cfg.logger.save_dir, name=group, version=cfg.name))
+        loggers.append(CSVLogger(save_dir=cfg.logger.save_dir, name=job_type, version=cfg.name))
     return loggers

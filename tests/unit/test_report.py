@@ -138,6 +138,23 @@ def test_rows_pick_runs_by_mode_features_and_bilstm() -> None:
     assert entry(entries, "table7", "sum_all", "conll2003").cell.status == "not run"
 
 
+@pytest.mark.parametrize(("run", "tables"), [
+    ({"encoder": "bert"}, ["table5", "table6", "table7"]),                    # a pretraining run
+    ({"encoder": "L3_H768_A12"}, ["table6"]),
+    ({"encoder": "unused"}, []),
+    (ft("bert", "mrpc", 80.0), ["table5", "table6"]),
+    (ft("bert", "qnli", 80.0), ["table5"]),
+    (ft("ltr", "squad", 80.0, bilstm=True), ["table5"]),
+    (ft("L24_H1024_A16", "sst2", 80.0), ["table6"]),
+    (ft("bert", "conll2003", 80.0, mode="feature_based", features="sum_all"), ["table7"]),
+    (ft("bert", "conll2003", 80.0), ["table7"]),
+    (ft("nonsp", "conll2003", 80.0), []),
+    (ft("bert", "cola", 80.0), []),
+])
+def test_tables_of_a_run(run: dict[str, Any], tables: list[str]) -> None:
+    assert report.tables_of(SPEC, run) == tables
+
+
 def test_table6_perplexity_and_unigram_baseline() -> None:
     entries = report.build_entries(SPEC, results())
     assert entry(entries, "table6", "L3_H768_A12", "ppl").cell.values == (60.0,)
