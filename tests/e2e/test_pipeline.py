@@ -92,3 +92,22 @@ def test_a_task_seed_list_change_reruns_only_that_task(repo: Path) -> None:
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
     assert ran == {"configs", "finetune_mrpc@run0-2", "finetune_mrpc@run1-2", "ablations"}  # the new MRPC cells
     assert "(2 seeds)" in (repo / "reports/ablations.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_queued_experiment_reruns_only_what_its_params_change(repo: Path) -> None:
+    run(["dvc", "repro"], repo)  # the baseline (a no-op after the tests above)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "baseline"], cwd=repo,
+                   check=True)
+    run(["dvc", "exp", "run", "--queue", "-n", "sst2-seeds", "-S", "finetune.sst2.seeds=[1,2]"], repo)
+    run(["dvc", "queue", "start"], repo)
+    deadline = time.monotonic() + 900
+    while "Queued" in (status := run(["dvc", "queue", "status"], repo).stdout) or "Running" in status:
+        assert time.monotonic() < deadline, status
+        time.sleep(5)
+    assert "Success" in status, status
+    log = run(["dvc", "queue", "logs", "sst2-seeds"], repo).stdout
+    assert stages_run(log) == {"configs", "finetune_sst2@run0-2", "ablations"}, log[-3000:]
+    shown = run(["dvc", "exp", "show", "--json"], repo).stdout
+    assert "sst2-seeds" in shown
