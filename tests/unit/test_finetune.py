@@ -36,7 +36,7 @@ def sentence(rng: random.Random, n: int) -> list[str]:
 def save_encoder(d: Path, name: str, vocab_size: int, objective: str) -> None:
     torch.manual_seed(0)
     config = BertConfig(vocab_size=vocab_size, num_layers=4, hidden_size=HIDDEN, num_heads=4, intermediate_size=64,
-                        max_position_embeddings=64)
+                        max_position_embeddings=64, dropout=0.0, attention_dropout=0.0)  # as the cpu profile pretrains
     save_plain(BertForPretraining(config, nsp=objective == "mlm_nsp"), config, d / "pretrain" / name)
     write_json(d / "pretrain" / name / "metrics.json", {"name": name, "objective": objective})
 
@@ -149,6 +149,9 @@ def test_classification_learns_a_trivial_task(data_dir: Path) -> None:
     assert record["mode"] == "finetune" and record["features"] is None and record["bilstm"] is False
     assert record["causal"] is False and record["train_seconds"] >= 0 and record["eval_seconds"] >= 0
     assert (data_dir / "finetune" / "presence" / "metrics.csv").exists()  # the training curve
+    encoder = result.module.encoder  # fine-tuned with finetune.dropout (0.1), not the pretraining's 0
+    assert {m.p for m in encoder.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
+    assert {layer.attention_dropout for layer in encoder.layers} == {0.1}
     assert not (data_dir / "finetune" / "presence.partial").exists()
 
 

@@ -75,7 +75,7 @@ def test_pretrain_data_stats(prepared: Path) -> None:
 
 
 def test_pretrain_exports_model_and_held_out_perplexity(prepared: Path) -> None:
-    done = stage("pretrain", prepared, "name=bert")
+    done = stage("pretrain", prepared, "name=bert", "pretrain.dropout=0.0")
     assert done.returncode == 0, done.stderr[-3000:]
     out = prepared / "pretrain/bert"
     metrics = json.loads((out / "metrics.json").read_text())
@@ -83,15 +83,17 @@ def test_pretrain_exports_model_and_held_out_perplexity(prepared: Path) -> None:
     assert 1 < metrics["heldout_ppl"] < 1000
     model, config = load_plain(out)
     assert config.hidden_size == 32 and model.nsp is not None
+    assert config.dropout == config.attention_dropout == 0.0  # pretrained without dropout, as asked
     assert (out / "hf/config.json").exists() and (out / "metrics.csv").exists()
 
 
 def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:
-    done = stage("pretrain", prepared, "-m", "model.num_layers=1,2", "pretrain.max_steps=2")
+    done = stage("pretrain", prepared, "-m", "model.num_layers=1,2", "name=sweep_L${model.num_layers}",
+                 "pretrain.max_steps=2")
     assert done.returncode == 0, done.stderr[-3000:]
-    # both runs share the name `mlm_nsp` (the objective): the second replaces the first's export
     assert "#0 : " in done.stdout + done.stderr and "#1 : " in done.stdout + done.stderr
-    assert load_plain(prepared / "pretrain/mlm_nsp")[1].num_layers == 2
+    for layers in (1, 2):  # each job exports under its own name
+        assert load_plain(prepared / f"pretrain/sweep_L{layers}")[1].num_layers == layers
 
 
 def test_a_missing_input_names_the_stage_to_run(tmp_path: Path) -> None:
