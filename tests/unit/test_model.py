@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from bertlab.export import config_to_hf, hf_to_bertlab
-from bertlab.model import BertConfig, BertEncoder, BertForPretraining, flops_per_token
+from bertlab.model import BertConfig, BertEncoder, BertForPretraining, DecoderCrossEntropy, flops_per_token
 
 VOCAB = 120
 
@@ -146,3 +146,18 @@ def test_flops_per_token() -> None:
 def test_config_rejects_bad_heads() -> None:
     with pytest.raises(ValueError):
         BertConfig(vocab_size=10, hidden_size=30, num_heads=4)
+
+
+@pytest.mark.parametrize("vocab", [40, 37])  # a multiple of 8 and one the decoder pads
+def test_decoder_cross_entropy_equals_torchs(vocab: int) -> None:
+    g = torch.Generator().manual_seed(0)
+    h, w, b = (torch.randn(*shape, generator=g, requires_grad=True) for shape in ((9, 16), (vocab, 16), (vocab,)))
+    targets = torch.randint(0, vocab, (9,), generator=g)
+    loss, correct = DecoderCrossEntropy.apply(h, w, b, targets)
+    grads = torch.autograd.grad(3 * loss, (h, w, b))
+    logits = F.linear(h, w, b)
+    ref = F.cross_entropy(logits, targets, reduction="sum")
+    torch.testing.assert_close(loss, ref)
+    assert correct == (logits.argmax(-1) == targets).sum()
+    for got, want in zip(grads, torch.autograd.grad(3 * ref, (h, w, b))):
+        torch.testing.assert_close(got, want)
