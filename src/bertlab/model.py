@@ -189,10 +189,13 @@ class BertForPretraining(nn.Module):
         self.nsp = nn.Linear(config.hidden_size, 2) if nsp else None
         self.apply(bert_init(config.initializer_range))  # re-initialises the encoder too: same distribution
 
+    def mlm_transform(self, hidden: Tensor) -> Tensor:
+        """The MLM head before its decoder: LayerNorm(GELU(dense(hidden)))."""
+        return self.mlm_ln(F.gelu(self.mlm_dense(hidden)))
+
     def mlm_logits(self, hidden: Tensor) -> Tensor:
         """Vocabulary logits for hidden states of any leading shape (..., H) -> (..., V)."""
-        h = self.mlm_ln(F.gelu(self.mlm_dense(hidden)))
-        return F.linear(h, self.encoder.embeddings.word_embeddings.weight, self.mlm_bias)
+        return F.linear(self.mlm_transform(hidden), self.encoder.embeddings.word_embeddings.weight, self.mlm_bias)
 
     def logits(
         self, input_ids: Tensor, token_type_ids: Tensor | None = None, attention_mask: Tensor | None = None,
@@ -213,7 +216,7 @@ class BertForPretraining(nn.Module):
         hidden = out.last_hidden_state.reshape(-1, self.config.hidden_size).index_select(0, where)
         targets = labels.index_select(0, where)
         count = targets.shape[0]
-        h, decoder = self.mlm_ln(F.gelu(self.mlm_dense(hidden))), self.encoder.embeddings.word_embeddings.weight
+        h, decoder = self.mlm_transform(hidden), self.encoder.embeddings.word_embeddings.weight
         if torch.is_autocast_enabled(h.device.type):  # mixed precision: leave the dtypes to torch's own ops
             logits = F.linear(h, decoder, self.mlm_bias)
             mlm_sum, correct = F.cross_entropy(logits, targets, reduction="sum"), (logits.argmax(-1) == targets).sum()
