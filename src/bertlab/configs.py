@@ -10,7 +10,6 @@ exactly the runs whose effective settings changed, and never one for a speed-onl
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,14 +41,15 @@ def runs(params: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
     for name, overrides in params["pretrain"].items():
         yield "pretrain", name, [*base, f"name={name}", *overrides]
     for task, grid in params["finetune"].items():
-        for (encoder, mode), seed in itertools.product(grid["runs"], grid["seeds"]):
+        for encoder, mode in grid["runs"]:
             for kind, value in (("pretrain", encoder), ("modes", mode)):
                 if value not in params[kind]:
                     raise UserError(f"finetune.{task}.runs: {value!r} is not in params.yaml `{kind}` "
                                     f"({', '.join(params[kind])})")
-            name = f"{task}-{encoder}-{mode}-{seed}"
-            yield "finetune", name, [*base, f"name={name}", f"finetune.encoder={encoder}", f"task={task}",
-                                     f"seed={seed}", *params["modes"][mode]]
+            for seed in grid["seeds"]:
+                name = f"{task}-{encoder}-{mode}-{seed}"
+                yield "finetune", name, [*base, f"name={name}", f"finetune.encoder={encoder}", f"task={task}",
+                                         f"seed={seed}", *params["modes"][mode]]
     yield "ablations", "ablations", base
 
 
