@@ -12,10 +12,11 @@ from tokenizers import Tokenizer
 from bertlab.data.tasks import Task, encode_pairs, pad_collate
 from bertlab.metrics import entity_f1, glue_metrics, squad_scores
 from bertlab.tokenizer import CLS_ID, PAD_ID, SEP_ID, train_tokenizer
+from tests.conftest import SHARED_DATA
 
 TASK_DIR = Path(__file__).resolve().parents[2] / "conf" / "task"
 GLUE = ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"]
-MIRROR = Path(os.environ.get("BERTLAB_DATA_MIRROR") or "/work/shared/data")
+MIRROR = Path(os.environ.get("BERTLAB_DATA_MIRROR") or SHARED_DATA)
 
 
 def load_task(name: str) -> Task:
