@@ -170,7 +170,9 @@ class DecoderCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
         pad = -weight.shape[0] % 8
-        w, b = F.pad(weight, (0, 0, 0, pad)), F.pad(bias, (0, pad), value=float("-inf"))
+        w, b = weight, bias  # saved for backward as they are: no copy when V is already a multiple of 8
+        if pad:
+            w, b = F.pad(weight, (0, 0, 0, pad)), F.pad(bias, (0, pad), value=float("-inf"))
         z = torch.addmm(b, h, w.t())
         correct = (z.argmax(1) == targets).sum()
         target_logit = z.gather(1, targets[:, None])
@@ -234,12 +236,12 @@ class BertForPretraining(nn.Module):
         hidden = out.last_hidden_state.reshape(-1, self.config.hidden_size).index_select(0, where)
         targets = labels.index_select(0, where)
         count = targets.shape[0]
-        h, decoder = self.mlm_transform(hidden), self.encoder.embeddings.word_embeddings.weight
-        if torch.is_autocast_enabled(h.device.type):  # mixed precision: leave the dtypes to torch's own ops
-            logits = F.linear(h, decoder, self.mlm_bias)
+        if torch.is_autocast_enabled(hidden.device.type):  # mixed precision: leave the dtypes to torch's own ops
+            logits = self.mlm_logits(hidden)
             mlm_sum, correct = F.cross_entropy(logits, targets, reduction="sum"), (logits.argmax(-1) == targets).sum()
         else:
-            mlm_sum, correct = DecoderCrossEntropy.apply(h, decoder, self.mlm_bias, targets)
+            mlm_sum, correct = DecoderCrossEntropy.apply(
+                self.mlm_transform(hidden), self.encoder.embeddings.word_embeddings.weight, self.mlm_bias, targets)
         mlm_loss = mlm_sum / max(count, 1)
         result = PretrainingOutput(mlm_loss, mlm_loss, correct, count)
         if self.nsp is not None and next_sentence_label is not None:
