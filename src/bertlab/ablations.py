@@ -1,10 +1,11 @@
-"""Stage `ablations`: the BERT paper's Tables 5, 6 and 7 beside ours, with the paper's claims checked on our numbers.
+"""Stage `ablations`: the BERT paper's Tables 5, 6 and 7 beside ours with floors, and its claims as paired contrasts.
 
-Reads `data/pretrain/*/metrics.{json,csv}`, `data/finetune/*/metrics.json`, `data/download/manifest.json` and
-`data/pretrain_data/stats.json`. Writes into `ablations.report_dir` (default `reports/`): `ablations.md`,
-`ablations_table{5,6,7}.csv`, `metrics.json`, `figures/` and `pretrain_loss/`, all built in a scratch directory
-first and then moved into place; other files in the report directory are left alone.
-With `logger=wandb`, logs the tables, findings and figures to one W&B run in group "ablations".
+Reads `data/pretrain/*/{metrics.json,metrics.csv,heldout_items.json}`, `data/finetune/*/{metrics.json,items.json}`
+and `data/download/manifest.json`. Writes into `ablations.report_dir` (default `reports/`): `ablations.md`,
+`ablations_table{5,6,7}.csv`, `ablations_findings.csv`, `metrics.json`, `figures/` and `pretrain_loss/`, all built in
+a scratch directory first and then moved into place; other files in the report directory are left alone.
+With `logger=wandb`, logs the tables, the findings (each pair's interval and verdict) and the figures to one W&B
+run in group "ablations".
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab import report, stage
+from bertlab import stage
+from bertlab.report import collect, render
+from bertlab.report.tables import TABLES
 
 log = logging.getLogger(__name__)
 
@@ -40,21 +43,23 @@ def publish(src: Path, dest: Path) -> None:
         item.replace(target)
 
 
-def build(cfg: DictConfig, profile: str) -> report.Report:
+def build(cfg: DictConfig, profile: str) -> render.Report:
     """Collect the results under `cfg.data_dir` and write the report into `cfg.ablations.report_dir`."""
     spec = OmegaConf.to_container(cfg.ablations, resolve=True)
-    results = report.collect(Path(cfg.data_dir))
+    results = collect.collect(Path(cfg.data_dir))
     report_dir = Path(cfg.ablations.report_dir)
+    stage.check_writable(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".ablations-") as tmp:
-        built = report.write(Path(tmp), spec, results, profile=profile, commit=git_commit())
+        built = render.write(Path(tmp), spec, results, profile=profile, commit=git_commit())
         publish(Path(tmp), report_dir)
     figures = [report_dir / "figures" / p.name for p in built.figures]
-    return report.Report(built.entries, built.findings, figures)
+    return render.Report(built.entries, built.findings, figures)
 
 
-def log_wandb(cfg: DictConfig, built: report.Report) -> None:
-    """One W&B run in group "ablations": each table and the findings as a wandb.Table, the figures as images."""
+def log_wandb(cfg: DictConfig, built: render.Report) -> None:
+    """One W&B run in group "ablations": each table (with floors) and the findings (each pair's difference, 95%
+    interval and verdict) as a wandb.Table, the figures as images."""
     import wandb
 
     Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
@@ -63,10 +68,9 @@ def log_wandb(cfg: DictConfig, built: report.Report) -> None:
         dir=cfg.logger.save_dir, mode="offline" if cfg.logger.offline else "online",
         config=OmegaConf.to_container(cfg.ablations, resolve=True),
     ) as run:
-        tables = {t: wandb.Table(columns=list(report.CSV_FIELDS), data=report.csv_rows(built.entries, t))
-                  for t in report.TABLES}
-        findings = wandb.Table(columns=["claim", "verdict", "evidence"],
-                               data=[[f.claim, f.verdict, f.evidence] for f in built.findings])
+        tables = {t: wandb.Table(columns=list(render.CSV_FIELDS), data=render.csv_rows(built.entries, t))
+                  for t in TABLES}
+        findings = wandb.Table(columns=list(render.FINDING_FIELDS), data=render.finding_rows(built.findings))
         images = {f"figures/{p.stem}": wandb.Image(str(p)) for p in built.figures}
         run.log({**tables, "findings": findings, **images})
 
@@ -75,7 +79,7 @@ def log_wandb(cfg: DictConfig, built: report.Report) -> None:
 def run(cfg: DictConfig) -> None:
     built = build(cfg, cfg.profile_name)
     for f in built.findings:
-        log.info("%s: %s (%s)", f.verdict, f.claim, f.evidence)
+        log.info("%s: %s", f.summary, f.text)
     if cfg.logger.kind == "wandb":
         log_wandb(cfg, built)
     log.info("report -> %s", Path(cfg.ablations.report_dir) / "ablations.md")

@@ -20,6 +20,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
+from bertlab import settings
 from bertlab.stage import CONF_DIR, UserError, atomic_dir
 
 # The config sections each stage reads that can change its outputs (upstream outputs are DVC deps).
@@ -68,6 +69,10 @@ def write_all(params: dict[str, Any], out: Path) -> int:
                 cfg = compose(config_name="config", overrides=overrides)
             except HydraException as err:
                 raise UserError(f"{stage} run {name!r} ({' '.join(overrides)}): {str(err).splitlines()[0]}") from err
+            try:
+                settings.check(cfg)
+            except UserError as err:
+                raise UserError(f"{stage} run {name!r}: {err}") from err
             full = OmegaConf.to_container(cfg, resolve=True)
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{stage}/{name}"}, "output_subdir": None}
             (tmp / stage).mkdir(exist_ok=True)
@@ -85,7 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         n = write_all(params, Path("data") / "configs")
     except (UserError, KeyError) as err:
-        sys.exit(f"error: {err}")
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
     print(f"composed {n} run configs from conf/ and {params_file}")
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import datasets
 from omegaconf import DictConfig
 
-from bertlab.data.sources import SourceError, load_split, split_key
-from bertlab.stage import atomic_dir, main, write_json
+from bertlab.data.sources import SourceError, UnreadableFile, load_split, split_key
+from bertlab.stage import UserError, atomic_dir, main, write_json
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +52,17 @@ def run(cfg: DictConfig) -> None:
     log.info("reading %s", f"the mirror {mirror}" if mirror else "the Hugging Face hub")
     with atomic_dir(out) as tmp:
         corpus = load_corpus(cfg.corpus.sources, mirror)
+        if len(corpus) == 0:
+            raise UserError("the corpus sources (corpus.sources) hold no non-blank document: "
+                            + ", ".join(split_key(s.hub_id, s.config, s.split) for s in cfg.corpus.sources))
         corpus.save_to_disk(str(tmp / "corpus"))
         used = [split_key(s.hub_id, s.config, s.split) for s in cfg.corpus.sources]
         tasks: dict[str, dict] = {}
         for name, task in cfg.download.tasks.items():
             try:
                 dd = load_task(task, mirror)
+            except UnreadableFile:
+                raise
             except SourceError as err:
                 print(f"{name}: no data ({err})")
                 tasks[name] = {"status": "no data", "reason": str(err)}

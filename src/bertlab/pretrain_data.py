@@ -1,28 +1,32 @@
 """Stage `pretrain_data`: the corpus as pretraining instances, built once and shared by every variant.
 
 Writes `data/pretrain_data/{train,heldout}_{nsp,packed}/` (memory-mappable arrays: NSP sentence pairs for
-BERT, contiguous packed text for No-NSP and LTR) and `stats.json` (sizes, NotNext and shortened-target
-ratios, and the held-out unigram perplexity of the same tokenizer: the baseline pretraining must beat).
+BERT, contiguous packed text for No-NSP and LTR), `unigram_counts.npy` (each token id's count in the training
+text, for the unigram floor) and `stats.json` (sizes, NotNext and shortened-target ratios, and the held-out
+unigram perplexity on the positions pretraining scores: `nsp` and `packed` on the fixed held-out masks at the
+default masking rate, `packed_next_token` on LTR's next-token positions; each run's own floor, on its own
+positions, is in its `heldout_items.json`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from pathlib import Path
 
 import datasets
 import numpy as np
 from omegaconf import DictConfig
 from tokenizers import Tokenizer
+from torch.utils.data import DataLoader
 
 from bertlab import stage
-from bertlab.data.corpus import sample_documents, tokenize_documents
+from bertlab.data import unigram
+from bertlab.data.corpus import require_sentence_pairs, sample_documents, tokenize_documents
 from bertlab.data.instances import (
-    NOT_NEXT, Instances, create_nsp_instances, create_packed_instances, save_instances,
+    NOT_NEXT, InstanceDataset, Instances, create_nsp_instances, create_packed_instances, save_instances,
 )
-from bertlab.tokenizer import SPECIAL_TOKENS
+from bertlab.data.masking import PretrainingCollator
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +36,12 @@ def head(instances: Instances, n: int) -> Instances:
     return Instances(**{f.name: getattr(instances, f.name)[:n] for f in dataclasses.fields(Instances)})
 
 
-def unigram_perplexity(train: list[list[np.ndarray]], heldout: Instances, vocab_size: int) -> float:
-    """Perplexity of the held-out instances' non-special tokens under add-one-smoothed train unigram counts."""
-    counts = np.bincount(np.concatenate([s for doc in train for s in doc]).astype(np.int64), minlength=vocab_size)
-    logp = np.log((counts + 1) / (counts.sum() + vocab_size))
-    tokens = np.asarray(heldout.input_ids).astype(np.int64).ravel()
-    tokens = tokens[tokens >= len(SPECIAL_TOKENS)]
-    return float(math.exp(-logp[tokens].mean()))
+def unigram_perplexity(heldout: Instances, objective: str, logp: np.ndarray, mask_seed: int) -> float:
+    """The unigram perplexity of `heldout` on the positions `objective` scores there, with the held-out masks
+    pretraining draws (`fixed_mask_seed`)."""
+    collate = PretrainingCollator(objective, len(logp), fixed_mask_seed=mask_seed)
+    batches = DataLoader(InstanceDataset(heldout), batch_size=256, collate_fn=collate)
+    return unigram.perplexity(*unigram.item_losses(batches, logp))
 
 
 def nsp_stats(inst: Instances) -> dict[str, float]:
@@ -66,6 +69,8 @@ def run(cfg: DictConfig) -> None:
     log.info("tokenizing %d documents (%.1f M characters)", len(texts), sum(map(len, texts)) / 1e6)
     heldout_docs = tokenize_documents(texts[: c.heldout_documents], tokenizer)
     train_docs = tokenize_documents(texts[c.heldout_documents :], tokenizer)
+    require_sentence_pairs(train_docs, "the training documents")
+    require_sentence_pairs(heldout_docs, f"the {c.heldout_documents} held-out documents (corpus.heldout_documents)")
     vocab = tokenizer.get_vocab_size()
 
     sets = {
@@ -76,18 +81,23 @@ def run(cfg: DictConfig) -> None:
                                                  dupe_factor=1, seed=p.seed), p.heldout_instances),
         "heldout_packed": head(create_packed_instances(heldout_docs, p.max_seq_length), p.heldout_instances),
     }
+    counts = unigram.token_counts(sets["train_packed"], vocab)
+    logp = unigram.log_probs(counts)
     stats = {
         "documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
         "train_tokens": int(sum(s.size for doc in train_docs for s in doc)),
         "instances": {name: len(inst) for name, inst in sets.items()},
         "nsp": nsp_stats(sets["train_nsp"]),
         "heldout_unigram_ppl": {
-            f: unigram_perplexity(train_docs, sets[f"heldout_{f}"], vocab) for f in ("nsp", "packed")
+            key: unigram_perplexity(sets[f"heldout_{fmt}"], objective, logp, p.seed)
+            for key, fmt, objective in (("nsp", "nsp", "mlm_nsp"), ("packed", "packed", "mlm"),
+                                        ("packed_next_token", "packed", "ltr"))
         },
     }
     with stage.atomic_dir(data_dir / "pretrain_data") as tmp:
         for name, inst in sets.items():
             save_instances(inst, tmp / name)
+        np.save(tmp / "unigram_counts.npy", counts)
         stage.write_json(tmp / "stats.json", stats)
     log.info("instances: %s; NSP: %s; held-out unigram perplexity: %s",
              stats["instances"], stats["nsp"], stats["heldout_unigram_ppl"])

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, in this order
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
 CONTINUATION_PREFIX = "##"
+KINDS = ("wordpiece", "bpe")
 
 
 def new_tokenizer(kind: str, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
@@ -75,12 +76,17 @@ def _batches(texts: Iterable[str], size: int = 256) -> Iterator[list[str]]:
 
 @stage.main
 def run(cfg: DictConfig) -> None:
-    corpus = datasets.load_from_disk(str(stage.require(Path(cfg.data_dir) / "download" / "corpus", "download")))
     t = cfg.tokenizer
+    if t.kind not in KINDS:
+        raise stage.UserError(f"tokenizer.kind={t.kind!r}: expected one of {', '.join(KINDS)}")
+    corpus = datasets.load_from_disk(str(stage.require(Path(cfg.data_dir) / "download" / "corpus", "download")))
     tok = train_tokenizer(
         sample_documents(corpus["text"], t.max_chars, cfg.corpus.seed),
         kind=t.kind, vocab_size=t.vocab_size, lowercase=t.lowercase, min_frequency=t.min_frequency,
     )
+    if tok.get_vocab_size() > t.vocab_size:  # the trainer keeps every character it saw, whatever the size asked
+        raise stage.UserError(f"tokenizer.vocab_size={t.vocab_size} is below the {tok.get_vocab_size()} tokens that "
+                              "the corpus's characters and the special tokens need alone: raise it")
     out = Path(cfg.data_dir) / "tokenizer"
     with stage.atomic_dir(out) as tmp:
         tok.save(str(tmp / "tokenizer.json"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -66,6 +67,22 @@ def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path) -> None:
     assert re.search(r"\| \d+\.\d (± \d+\.\d )?\(\d seeds?\)", report), "no measured cell in the report"
     assert "no data" in report  # MNLI is not in the mirror
     assert list((repo / "data/wandb").glob("wandb/offline-run-*/files")), "no offline W&B run"
+    # Verdicts from paired intervals, floors beside the cells, dev splits only
+    assert "does not hold" not in report and "Floors: " in report and "95% interval" in report
+    metrics = json.loads((repo / "reports/metrics.json").read_text())
+    pairs = [p for claim in metrics["claims"].values() for p in claim["pairs"].values()]
+    verdicts = {"reproduced", "contradicted", "unresolved at this scale", "not measured"}
+    assert pairs and {p["verdict"] for p in pairs} <= verdicts
+    measured = [p for p in pairs if p["verdict"] != "not measured"]
+    assert measured and all(p["low"] <= p["estimate"] <= p["high"] for p in measured)
+    assert any(p["verdict"] in report for p in measured)
+    cells = [c for rows in metrics["table5"].values() for c in rows.values()]
+    assert any(c.get("floor") is not None and c.get("floor_status") for c in cells)
+    for f in (repo / "data/finetune").glob("*/metrics.json"):
+        run_ = json.loads(f.read_text())
+        assert "test" not in run_["metrics"], f"{f} scores a test split"
+        assert run_["status"] != "ok" or (f.parent / "items.json").exists()
+    assert list((repo / "data/pretrain").glob("*/heldout_items.json"))
 
 
 def test_second_repro_is_a_fast_no_op(repo: Path) -> None:

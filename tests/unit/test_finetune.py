@@ -8,16 +8,20 @@ import sys
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from seqeval.metrics.sequence_labeling import get_entities
+from tokenizers import Tokenizer
 
 from bertlab.data.tasks import Task, pad_collate
-from bertlab.export import load_plain, save_plain
-from bertlab.finetune import FinetuneModule, TaggingEvaluator, finetune, subsample
+from bertlab.export import CONFIG, load_plain, save_plain
+from bertlab.finetune import finetune
+from bertlab.finetune_model import FinetuneModule
 from bertlab.heads import FEATURES
-from bertlab.metrics import entity_f1
+from bertlab.metrics import glue_metrics
 from bertlab.model import BertConfig, BertForPretraining
 from bertlab.stage import CONF_DIR, UserError, write_json
 from bertlab.tokenizer import train_tokenizer
@@ -138,6 +142,42 @@ def read_record(data_dir: Path, name: str) -> dict:
     return json.loads((data_dir / "finetune" / name / "metrics.json").read_text())
 
 
+def read_items(data_dir: Path, name: str) -> dict:
+    return json.loads((data_dir / "finetune" / name / "items.json").read_text())
+
+
+def recompute(record: dict, cols: dict) -> float:
+    """The headline metric from per-item columns, as a paired bootstrap recomputes it."""
+    kind, metric = record["kind"], record["headline_metric"]
+    if kind in ("classification", "regression"):
+        return glue_metrics(record["task"], cols["pred"], cols["label"])[metric]
+    if kind == "span":
+        return float(np.mean(cols[metric]))
+    tp, fp, fn = (sum(cols[k]) for k in ("tp", "fp", "fn"))
+    return {"f1": 200 * tp / max(1, 2 * tp + fp + fn), "precision": 100 * tp / max(1, tp + fp),
+            "recall": 100 * tp / max(1, tp + fn)}[metric]
+
+
+def check_items(data_dir: Path, record: dict, kind: str) -> dict:
+    """items.json of an "ok" cell: the contract's layout, and columns that recompute the headline and the floor."""
+    items = read_items(data_dir, record["name"])
+    metric = record["headline_metric"]
+    assert (items["split"], items["kind"], items["metric"]) == ("validation", kind, metric)
+    assert items["n"] == record["eval_examples_per_split"]["validation"]
+    assert set(items["floor"]) == {"name", *items["model"]}
+    assert all(len(column) == items["n"] for part in ("model", "floor") for k, column in items[part].items()
+               if k != "name")
+    assert set(record["floor"]) == {metric}
+    record = record | {"kind": kind}
+    assert recompute(record, items["model"]) == pytest.approx(record["headline"], rel=1e-6)
+    assert recompute(record, items["floor"]) == pytest.approx(record["floor"][metric], rel=1e-6, abs=1e-9)
+    return items
+
+
+def dev(data_dir: Path, task: str) -> datasets.Dataset:
+    return datasets.load_from_disk(str(data_dir / "download" / "tasks" / task))["validation"]
+
+
 def test_classification_learns_a_trivial_task(data_dir: Path) -> None:
     result = finetune(config(data_dir, "name=presence", "task=sst2", "finetune.epochs=3", "finetune.lr=1e-3",
                                "finetune.head_lr=1e-2"))
@@ -153,12 +193,26 @@ def test_classification_learns_a_trivial_task(data_dir: Path) -> None:
     assert {m.p for m in encoder.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
     assert {layer.attention_dropout for layer in encoder.layers} == {0.1}
     assert not (data_dir / "finetune" / "presence.partial").exists()
+    assert not (data_dir / "checkpoints" / "finetune" / "presence").exists()  # the loggers' work dir, cleaned up
+
+    items = check_items(data_dir, record, "classification")
+    assert items == result.items
+    assert items["model"]["label"] == dev(data_dir, "sst2")["label"]  # dev-set order
+    train = datasets.load_from_disk(str(data_dir / "download" / "tasks" / "sst2"))["train"]["label"]
+    majority = int(np.bincount(train).argmax())
+    assert items["floor"]["name"] == f"majority class of the training labels ({majority})"
+    assert items["floor"]["pred"] == [majority] * 100
+    assert record["floor"]["accuracy"] == pytest.approx(items["model"]["label"].count(majority))  # its dev share, %
 
 
 def test_regression_reports_pearson_and_spearman(data_dir: Path) -> None:
     record = finetune(config(data_dir, "name=sim", "task=stsb", "finetune.bilstm=true")).record
     assert set(record["metrics"]["validation"]) == {"pearson", "spearman"}
     assert record["headline"] == record["metrics"]["validation"]["spearman"] and record["bilstm"] is True
+    items = check_items(data_dir, record, "regression")
+    train = datasets.load_from_disk(str(data_dir / "download" / "tasks" / "stsb"))["train"]["label"]
+    assert items["floor"]["pred"] == np.random.default_rng(0).normal(np.mean(train), np.std(train), 40).tolist()
+    assert items["floor"]["label"] == items["model"]["label"] == dev(data_dir, "stsb")["label"]
 
 
 def test_missing_task_data_is_a_no_data_record_and_exit_0(data_dir: Path) -> None:
@@ -172,6 +226,7 @@ def test_missing_task_data_is_a_no_data_record_and_exit_0(data_dir: Path) -> Non
     record = read_record(data_dir, "nodata")
     assert record["status"] == "no data" and record["headline"] is None and record["task"] == "mnli"
     assert record["reason"] == "nyu-mll/glue/mnli/train is not in the mirror"
+    assert record["floor"] is None and not (data_dir / "finetune" / "nodata" / "items.json").exists()
 
 
 @pytest.mark.parametrize("override, message", [
@@ -188,21 +243,14 @@ def test_bad_input_is_a_one_line_user_error(data_dir: Path, override: str, messa
 def test_tagging_scores_entities_on_word_level_tags(data_dir: Path) -> None:
     record = finetune(config(data_dir, "name=ner", "task=conll2003", "finetune.epochs=3", "finetune.lr=1e-3",
                              "finetune.head_lr=1e-2")).record
-    assert set(record["metrics"]) == {"validation", "test"}
-    for scores in record["metrics"].values():
-        assert set(scores) == {"f1", "precision", "recall"}
+    assert set(record["metrics"]) == {"validation"}  # dev only: the fixture's test split is never scored
+    assert set(record["metrics"]["validation"]) == {"f1", "precision", "recall"}
     assert record["headline"] == record["metrics"]["validation"]["f1"] > 50.0
-
-
-def test_tagging_evaluator_takes_each_words_first_subtoken() -> None:
-    names = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
-    # [CLS] w0 w1a w1b w2 [SEP]; w1 is split in two sub-tokens; a second sentence lost its last word to truncation
-    word_ids = [[None, 0, 1, 1, 2, None], [None, 0, None]]
-    gold = [["O", "B-PER", "O"], ["B-LOC", "B-LOC"]]
-    token_preds = [[0, 0, 1, 3, 0, 0], [0, 3, 0]]  # w1's second sub-token (B-LOC) must not count
-    evaluator = TaggingEvaluator("validation", 2, word_ids=word_ids, gold=gold, label_names=names)
-    assert evaluator.score(token_preds) == entity_f1(gold, [["O", "B-PER", "O"], ["B-LOC", "O"]])
-    assert evaluator.score(token_preds)["precision"] == 100.0
+    items = check_items(data_dir, record, "tagging")
+    names = OmegaConf.load(Path(CONF_DIR) / "task" / "conll2003.yaml").label_names
+    entities = [len(get_entities([names[t] for t in tags])) for tags in dev(data_dir, "conll2003")["ner_tags"]]
+    assert items["floor"] == {"name": 'all "O" (no entity predicted)', "tp": [0] * 40, "fp": [0] * 40, "fn": entities}
+    assert record["floor"] == {"f1": 0.0} and sum(items["model"]["tp"]) > 0
 
 
 def test_squad_end_to_end_gives_exact_match_and_f1(data_dir: Path) -> None:
@@ -211,6 +259,9 @@ def test_squad_end_to_end_gives_exact_match_and_f1(data_dir: Path) -> None:
     assert record["headline"] == record["metrics"]["validation"]["f1"]
     assert record["lengths"]["max_seq_length"] == 64  # capped by the encoder's 64 positions
     assert record["train_examples"] == 24 and record["eval_examples"] == 12
+    items = check_items(data_dir, record, "span")  # one item per question, not per window
+    assert items["floor"]["name"] == "random start/end logits (standard normal, seed 0)"
+    assert all(v in (0.0, 100.0) for v in items["model"]["exact_match"] + items["floor"]["exact_match"])
 
 
 def test_squad_with_bilstm_and_causal_encoder(data_dir: Path) -> None:
@@ -218,6 +269,7 @@ def test_squad_with_bilstm_and_causal_encoder(data_dir: Path) -> None:
                              "finetune.bilstm=true", "finetune.max_train_examples=8")).record
     assert record["causal"] is True and record["objective"] == "ltr" and record["bilstm"] is True
     assert set(record["metrics"]["validation"]) == {"exact_match", "f1"}
+    check_items(data_dir, record, "span")
 
 
 @pytest.mark.parametrize("strategy", FEATURES)
@@ -314,8 +366,29 @@ def test_causal_encoders_classify_from_the_last_real_token(data_dir: Path) -> No
     assert torch.allclose(module.token_features(longer)[0][0, :4], tokens[0, :4], atol=1e-5)
 
 
-def test_subsample_is_seeded_and_keeps_everything_when_small() -> None:
-    ds = datasets.Dataset.from_dict({"x": list(range(100))})
-    a, b = subsample(ds, 10, 0), subsample(ds, 10, 0)
-    assert a["x"] == b["x"] and len(set(a["x"])) == 10 and a["x"] != subsample(ds, 10, 1)["x"]
-    assert subsample(ds, None, 0) is ds and subsample(ds, 1000, 0) is ds
+def test_every_encoder_and_seed_scores_the_same_dev_items(data_dir: Path) -> None:
+    """A subsampled dev set is drawn by subsample_seed alone: items pair up across cells."""
+    cells = {"same_a": ("tiny", 1), "same_b": ("tiny_ltr", 2)}
+    for name, (encoder, seed) in cells.items():
+        finetune(config(data_dir, f"name={name}", "task=sst2", f"finetune.encoder={encoder}", f"seed={seed}",
+                        "finetune.max_eval_examples=30", "finetune.max_train_examples=32", "finetune.epochs=1"))
+    a, b = (read_items(data_dir, name) for name in cells)
+    picked = sorted(np.random.default_rng(0).permutation(100)[:30].tolist())
+    assert a["n"] == b["n"] == 30 and a["model"]["label"] == b["model"]["label"]
+    assert a["model"]["label"] == [dev(data_dir, "sst2")["label"][i] for i in picked]
+    assert a["floor"] == b["floor"]
+
+
+@pytest.mark.parametrize("delta", [-3, 5])
+def test_a_tokenizer_that_is_not_the_encoders_stops_before_training(data_dir: Path, delta: int) -> None:
+    tokenizer_file = data_dir / "tokenizer" / "tokenizer.json"
+    tokens = Tokenizer.from_file(str(tokenizer_file)).get_vocab_size()
+    name = f"vocab{delta}"
+    save_encoder(data_dir, name, tokens + delta, "mlm_nsp")
+    with pytest.raises(UserError) as err:
+        finetune(config(data_dir, f"name={name}", "task=sst2", f"finetune.encoder={name}"))
+    message = str(err.value)
+    assert "\n" not in message
+    assert f"{tokenizer_file} has {tokens} tokens" in message
+    assert f"{data_dir / 'pretrain' / name / CONFIG} has vocab_size {tokens + delta}" in message
+    assert not (data_dir / "finetune" / name).exists() and not (data_dir / "checkpoints" / "finetune" / name).exists()

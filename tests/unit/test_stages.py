@@ -1,4 +1,5 @@
-"""The stages as users run them (`python -m bertlab.<stage> ...`), on the synthetic mirror, in a temp data dir."""
+"""The stages as users run them (`python -m bertlab.<stage> ...`), on the synthetic mirror, in a temp data dir
+(pretrain: tests/unit/test_pretrain.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from bertlab.export import load_plain
 
 TINY = ["profile=smoke", "model=tiny", "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2",
         "model.intermediate_size=64", "tokenizer.vocab_size=300", "pretrain.batch_size=8",
@@ -74,68 +74,8 @@ def test_pretrain_data_stats(prepared: Path) -> None:
     assert stats["heldout_unigram_ppl"]["nsp"] > 1
 
 
-def test_pretrain_exports_model_and_held_out_perplexity(prepared: Path) -> None:
-    done = stage("pretrain", prepared, "name=bert", "pretrain.dropout=0.0")
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = prepared / "pretrain/bert"
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["steps"] == 4 and metrics["shape"]["num_layers"] == 1
-    assert 1 < metrics["heldout_ppl"] < 1000
-    model, config = load_plain(out)
-    assert config.hidden_size == 32 and model.nsp is not None
-    assert config.dropout == config.attention_dropout == 0.0  # pretrained without dropout, as asked
-    assert (out / "hf/config.json").exists() and (out / "metrics.csv").exists()
-
-
-def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:
-    done = stage("pretrain", prepared, "-m", "model.num_layers=1,2", "name=sweep_L${model.num_layers}",
-                 "pretrain.max_steps=2")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "#0 : " in done.stdout + done.stderr and "#1 : " in done.stdout + done.stderr
-    for layers in (1, 2):  # each job exports under its own name
-        assert load_plain(prepared / f"pretrain/sweep_L{layers}")[1].num_layers == layers
-
-
 def test_a_missing_input_names_the_stage_to_run(tmp_path: Path) -> None:
     done = stage("pretrain", tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {tmp_path}/tokenizer/tokenizer.json not found: " \
                                   "run `dvc repro tokenizer` (or `python -m bertlab.tokenizer`) first"
-
-
-def test_pretraining_killed_with_sigkill_resumes_from_last_ckpt(prepared: Path) -> None:
-    args = ["name=resume", "pretrain.max_steps=300", "pretrain.checkpoint_every_steps=3", "pretrain.val_every_steps=300"]
-    cmd = [sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", *TINY, *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ckpts = prepared / "checkpoints/pretrain"
-    deadline = time.time() + 300
-    while not list(ckpts.glob("resume-*/last.ckpt")) and time.time() < deadline:
-        time.sleep(0.5)
-    time.sleep(0.5)
-    proc.kill()  # SIGKILL: no chance to clean up
-    proc.wait()
-    import torch
-
-    (last,) = ckpts.glob("resume-*/last.ckpt")
-    killed_at = torch.load(last, map_location="cpu", weights_only=False)["global_step"]
-    assert 0 < killed_at < 300
-    assert not (prepared / "pretrain/resume").exists()  # no half-written export
-    done = stage("pretrain", prepared, *args)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert f"resuming from {last}" in done.stdout + done.stderr
-    metrics = json.loads((prepared / "pretrain/resume/metrics.json").read_text())
-    assert metrics["steps"] == 300
-    steps_logged = [line.split(",") for line in (prepared / "pretrain/resume/metrics.csv").read_text().splitlines()]
-    assert steps_logged  # the curve is kept
-
-
-def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
-    """The paper-scale profile with its GPU `impl` (bf16 autocast, torch.compile, devices=auto) on a CPU."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", "profile=gpu", "name=gpu", "logger=csv",
-         "model=tiny", "pretrain.batch_size=4", "pretrain.max_steps=2", "pretrain.val_every_steps=2"],
-        capture_output=True, text=True, timeout=900,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "bf16" in done.stderr and "max_steps=2` reached" in done.stderr + done.stdout
-    assert json.loads((prepared / "pretrain/gpu/metrics.json").read_text())["steps"] == 2

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 from tokenizers import Tokenizer
 
+from bertlab.stage import UserError
+
 # A hard-wrapped line (40-80 characters after its indentation) continues on the next non-blank line.
 # Shorter lines (verse, headings, tables of contents) and longer ones (one paragraph per line) end there.
 _WRAPPED_LINE = re.compile(r"^([ \t]*\S[^\n]{39,79}?)[ \t]*\n(?=[ \t]*\S)", re.MULTILINE)
@@ -61,6 +63,14 @@ def tokenize_documents(
             if document:
                 documents.append(document)
     return documents
+
+
+def require_sentence_pairs(documents: Sequence[Sequence[np.ndarray]], what: str) -> None:
+    """A UserError unless some document has two or more sentences: next-sentence pairs need them (with none,
+    every NSP pair would be a random "NotNext" one)."""
+    if not any(len(doc) >= 2 for doc in documents):
+        raise UserError(f"{what}: no document has two or more sentences ({len(documents)} documents); "
+                        "next-sentence prediction needs them: use a corpus of multi-sentence documents")
 
 
 def _sentence_batches(texts: Iterable[str], size: int) -> Iterator[tuple[list[str], list[int]]]:

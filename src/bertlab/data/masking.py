@@ -76,17 +76,20 @@ class PretrainingCollator:
 
     Trims padding to the longest example and returns long tensors `input_ids`, `token_type_ids`,
     `attention_mask` and `mlm_labels` (+ `next_sentence_label` for 'mlm_nsp'). For the masked objectives
-    `input_ids` are masked by `mask_tokens`: freshly per batch, or, with `fixed_mask_seed`, from a generator
+    `input_ids` are masked by `mask_tokens`: freshly per batch; or, with `fixed_mask_seed`, from a generator
     seeded by (seed, example index) on the example alone, so a held-out example gets the same mask in
-    every epoch and run whatever the batching. For 'ltr' inputs are left unmasked and `mlm_labels` are
-    the next tokens (-100 at the last real position and on padding).
+    every epoch and run whatever the batching; or, with `seed`, for examples tagged with their global batch
+    index ("batch", by `bertlab.data.sampler`), from a generator seeded by (seed, that index), so a resumed run
+    draws the masks of an uninterrupted one. Tagged batches also return that index as `batch_index` (an int).
+    For 'ltr' inputs are left unmasked and `mlm_labels` are the next tokens (-100 at the last real position
+    and on padding).
     Leave `generator` None when using DataLoader workers: each worker then draws from its own seeded RNG.
     """
 
     def __init__(
         self, objective: str, vocab_size: int, *, mlm_probability: float = 0.15,
         continuation: torch.Tensor | None = None, pad_id: int = PAD_ID, mask_id: int = MASK_ID,
-        num_special: int = NUM_SPECIAL, fixed_mask_seed: int | None = None,
+        num_special: int = NUM_SPECIAL, fixed_mask_seed: int | None = None, seed: int | None = None,
         generator: torch.Generator | None = None,
     ):
         if objective not in OBJECTIVES:
@@ -94,6 +97,7 @@ class PretrainingCollator:
         self.objective = objective
         self.pad_id = pad_id
         self.fixed_mask_seed = fixed_mask_seed
+        self.seed = seed
         self.generator = generator
         self.mask_options = dict(
             vocab_size=vocab_size, mask_id=mask_id, num_special=num_special, mlm_probability=mlm_probability,
@@ -108,15 +112,21 @@ class PretrainingCollator:
         attention_mask = _long(real[:, :length])
         token_type_ids = _long(np.stack([ex["token_type_ids"][:length] for ex in examples]))
         batch = {"token_type_ids": token_type_ids, "attention_mask": attention_mask}
+        tag = {"batch_index": int(examples[0]["batch"])} if "batch" in examples[0] else {}
         if self.objective == "ltr":
             labels = torch.full_like(input_ids, IGNORE_INDEX)
             labels[:, :-1] = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
-            return {"input_ids": input_ids, **batch, "mlm_labels": labels}
-        if self.fixed_mask_seed is None:
-            masked, labels = mask_tokens(input_ids, generator=self.generator, **self.mask_options)
-        else:
+            return {"input_ids": input_ids, **batch, "mlm_labels": labels, **tag}
+        if self.fixed_mask_seed is not None:
             masked, labels = self._fixed_mask(input_ids, attention_mask, [ex["index"] for ex in examples])
-        batch = {"input_ids": masked, **batch, "mlm_labels": labels}
+        elif self.seed is not None:
+            if not tag:
+                raise ValueError("a seeded collator needs examples tagged with their batch index ('batch')")
+            generator = torch.Generator().manual_seed(derive_seed(self.seed, tag["batch_index"]))
+            masked, labels = mask_tokens(input_ids, generator=generator, **self.mask_options)
+        else:
+            masked, labels = mask_tokens(input_ids, generator=self.generator, **self.mask_options)
+        batch = {"input_ids": masked, **batch, "mlm_labels": labels, **tag}
         if self.objective == "mlm_nsp":
             batch["next_sentence_label"] = torch.tensor([ex["next_sentence_label"] for ex in examples])
         return batch
@@ -127,11 +137,15 @@ class PretrainingCollator:
         masked, labels = input_ids.clone(), torch.full_like(input_ids, IGNORE_INDEX)
         generator = torch.Generator()
         for row, (index, n) in enumerate(zip(indices, attention_mask.sum(1).tolist())):
-            seed = np.random.SeedSequence([self.fixed_mask_seed, int(index)]).generate_state(1)[0]
-            generator.manual_seed(int(seed))
+            generator.manual_seed(derive_seed(self.fixed_mask_seed, index))
             one = slice(row, row + 1)
             masked[one, :n], labels[one, :n] = mask_tokens(input_ids[one, :n], generator=generator, **self.mask_options)
         return masked, labels
+
+
+def derive_seed(*key: int) -> int:
+    """A 32-bit seed derived from a tuple of integers (independent streams for different tuples)."""
+    return int(np.random.SeedSequence([int(k) for k in key]).generate_state(1)[0])
 
 
 def _long(array: np.ndarray) -> torch.Tensor:

@@ -8,12 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import datasets
+import pyarrow.parquet as pq
 
 MIRROR_ENV = "BERTLAB_DATA_MIRROR"
 
 
 class SourceError(RuntimeError):
     """A dataset split that cannot be loaded; the message is one line meant for the user."""
+
+
+class UnreadableFile(SourceError):
+    """A mirror file that exists but cannot be read (truncated, corrupt): never mistaken for missing data."""
 
 
 def split_key(hub_id: str, config: str, split: str) -> str:
@@ -47,15 +52,26 @@ def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None =
         files = mirror_files(mirror, hub_id, config, split)
         if not files:
             raise SourceError(f"{key} is not in the mirror {mirror}; {_nearest(mirror_contents(mirror), hub_id, config)}")
-        return datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
+        for f in files:  # the footer names the file that is broken, which `datasets` would not
+            try:
+                pq.read_metadata(f)
+            except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ...
+                raise UnreadableFile(f"{f} is not a readable parquet file ({_first_line(err)}): copy it again") from err
+        try:
+            return datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
+        except Exception as err:
+            raise UnreadableFile(f"{key}: cannot read {', '.join(map(str, files))} ({_first_line(err)})") from err
     try:
         return datasets.load_dataset(hub_id, config, split=split)
     except Exception as err:  # datasets raises many types for "offline", "not found", "no such split"
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise SourceError(
-            f"cannot load {key} from the Hugging Face hub ({reason}); "
+            f"cannot load {key} from the Hugging Face hub ({_first_line(err)}); "
             f"without network, set {MIRROR_ENV} (or mirror=...) to a local copy"
         ) from err
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
 def _nearest(held: list[str], hub_id: str, config: str) -> str:

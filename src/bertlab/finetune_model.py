@@ -1,0 +1,210 @@
+"""The fine-tuning LightningModule: a task head on a pretrained encoder (optionally frozen, with layer features
+and a BiLSTM between them), trained with AdamW and BERT's schedule, and scored by the evaluators it is given.
+
+Modes: `finetune` (everything trains; `head_lr` for the new parameters) and `feature_based` (Table 7: the
+encoder frozen, in eval mode and run under no_grad; token features from `features` feed a randomly
+initialised two-layer BiLSTM and the head). Choices:
+
+- Sentence vector. Bidirectional encoders: BERT's pooled `[CLS]` (tanh(dense(h_[CLS]))). Causal (left-to-right,
+  objective "ltr") encoders are fine-tuned with the same causal attention, and `[CLS]` sees nothing there, so
+  their sentence vector is the same pooler applied to the last real token (the final `[SEP]`, which has seen
+  the whole input), as OpenAI GPT classifies from its last token.
+- BiLSTM (`bilstm=True`, and always in `feature_based` mode): over the encoder's token outputs (the
+  features); token tasks use its per-token states, sentence tasks its final states (forward at the last real
+  token ++ backward at the first), replacing the pooler.
+- `sum_all`: a scalar mix over the transformer layers only (the paper's "all 12 layers" of BERT-base), not
+  the embedding output; `sum_last_four` / `concat_last_four`: the top four hidden states.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from bertlab import stage
+from bertlab.data.tasks import IGNORE_INDEX, Task
+from bertlab.evaluate import Evaluation, Evaluator, finite
+from bertlab.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
+from bertlab.model import BertEncoder
+
+MODES = ("finetune", "feature_based")
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+
+class FinetuneModule(pl.LightningModule):
+    """Encoder (+ features, + BiLSTM) + task head, with AdamW, linear warmup and linear decay.
+
+    Batches hold `input_ids`, `token_type_ids`, `attention_mask`, the targets of the task kind (`label`;
+    `start_positions` and `end_positions`; `label_ids`) and `index`, the row's position in its dataset, which
+    evaluation uses to put predictions back in order. Set `evaluators` (one per validation dataloader) before
+    `trainer.validate`; each split's evaluation lands in `evaluations` ({split: metrics and per-item columns}),
+    its metrics in `results` ({split: {metric: value}}, None where undefined) and in the loggers.
+    """
+
+    def __init__(
+        self, encoder: BertEncoder, task: Task, *, mode: str = "finetune", features: str = "last",
+        bilstm: bool = False, bilstm_hidden: int | None = None, bilstm_layers: int = 2, head_dropout: float = 0.1,
+        causal: bool = False, lr: float = 2e-5, head_lr: float | None = None, warmup_ratio: float = 0.1,
+        weight_decay: float = 0.01, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+        self.task, self.causal, self.frozen = task, causal, mode == "feature_based"
+        self.lr, self.head_lr = lr, lr if head_lr is None else head_lr
+        self.warmup_ratio, self.weight_decay, self.betas, self.eps = warmup_ratio, weight_decay, tuple(betas), eps
+        self.encoder = encoder
+        c = encoder.config
+        size = c.hidden_size
+        self.features = None
+        if self.frozen:
+            encoder.requires_grad_(False)
+            encoder.eval()
+            self.features = LayerFeatures(features, c.num_layers, c.hidden_size)
+            size = self.features.output_size
+        self.bilstm = None
+        if bilstm or self.frozen:
+            self.bilstm = BiLSTM(size, bilstm_hidden or c.hidden_size, bilstm_layers, dropout=head_dropout)
+            size = self.bilstm.output_size
+        self.head = SpanHead(size) if task.kind == "span" else LinearHead(size, task.num_labels, head_dropout)
+        init_head(self.head, c.initializer_range)
+        self.evaluators: list[Evaluator] = []
+        self.results: dict[str, dict[str, float | None]] = {}
+        self.evaluations: dict[str, Evaluation] = {}
+        self._outputs: dict[int, list] = defaultdict(list)
+
+    # -- forward ----------------------------------------------------------------------------------------------
+
+    def train(self, mode: bool = True) -> FinetuneModule:
+        """As nn.Module.train, but a frozen encoder stays in eval mode (no dropout in the features)."""
+        super().train(mode)
+        if self.frozen:
+            self.encoder.eval()
+        return self
+
+    def token_features(self, batch: dict[str, Tensor]) -> tuple[Tensor, Any]:
+        """Per-token vectors the head (or BiLSTM) reads, and the encoder output."""
+        inputs = [batch[k] for k in MODEL_INPUTS]
+        if self.frozen:
+            if self.encoder.training:  # whatever switched it back: the frozen encoder never uses dropout
+                self.encoder.eval()
+            with torch.no_grad():
+                out = self.encoder(*inputs, causal=self.causal, output_hidden_states=True)
+            return self.features(out.hidden_states), out
+        out = self.encoder(*inputs, causal=self.causal)
+        return out.last_hidden_state, out
+
+    def sentence_vector(self, tokens: Tensor, out: Any, attention_mask: Tensor) -> Tensor:
+        """The pooled `[CLS]`, or for causal encoders the same pooler on the last real token."""
+        if not self.causal:
+            return out.pooled_output
+        last = attention_mask.sum(1) - 1
+        pooler = self.encoder.pooler
+        return torch.tanh(pooler(tokens[torch.arange(tokens.shape[0], device=tokens.device), last]))
+
+    def forward(self, batch: dict[str, Tensor]) -> Tensor | tuple[Tensor, Tensor]:
+        """Logits: (B, num_labels) classification, (B,) regression, (B, S) start and end, (B, S, num_labels) tags."""
+        mask = batch["attention_mask"]
+        tokens, out = self.token_features(batch)
+        sentence = None
+        if self.bilstm is not None:
+            tokens, sentence = self.bilstm(tokens, mask)
+        if self.task.kind == "span":
+            return self.head(tokens, mask)
+        if self.task.kind == "tagging":
+            return self.head(tokens)
+        logits = self.head(sentence if sentence is not None else self.sentence_vector(tokens, out, mask))
+        return logits.squeeze(-1) if self.task.kind == "regression" else logits
+
+    def loss(self, logits: Any, batch: dict[str, Tensor]) -> Tensor:
+        kind = self.task.kind
+        if kind == "classification":
+            return F.cross_entropy(logits, batch["label"])
+        if kind == "regression":
+            return F.mse_loss(logits, batch["label"].float())
+        if kind == "span":
+            start, end = logits
+            return (F.cross_entropy(start, batch["start_positions"]) + F.cross_entropy(end, batch["end_positions"])) / 2
+        labels = batch["label_ids"]
+        if not bool((labels != IGNORE_INDEX).any()):  # only empty sentences: nothing to learn from
+            return logits.sum() * 0.0
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+
+    # -- training -----------------------------------------------------------------------------------------------
+
+    def training_step(self, batch: dict[str, Tensor], _: int) -> Tensor:
+        loss = self.loss(self(batch), batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["input_ids"].shape[0])
+        return loss
+
+    def param_groups(self) -> list[dict[str, Any]]:
+        """AdamW groups: encoder at `lr`, new parameters at `head_lr`; no weight decay on 1-d tensors (biases,
+        LayerNorm, scalar-mix weights). A frozen encoder contributes nothing."""
+        encoder = [p for p in self.encoder.parameters() if p.requires_grad]
+        new = [p for n, p in self.named_parameters() if not n.startswith("encoder.") and p.requires_grad]
+        groups = []
+        for name, params, lr in (("encoder", encoder, self.lr), ("head", new, self.head_lr)):
+            for suffix, chosen, decay in (("", [p for p in params if p.ndim >= 2], self.weight_decay),
+                                          ("_no_decay", [p for p in params if p.ndim < 2], 0.0)):
+                if chosen:
+                    groups.append({"name": name + suffix, "params": chosen, "lr": lr, "weight_decay": decay})
+        return groups
+
+    def build_optimizer(self, total_steps: int) -> dict[str, Any]:
+        """AdamW and the per-step schedule: linear warmup over `warmup_ratio` of the steps, then linear decay to 0."""
+        opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps,
+                                fused=stage.fused_adamw(self))
+        total = max(1, int(total_steps))
+        warmup = min(int(round(self.warmup_ratio * total)), total - 1)
+        return {"optimizer": opt, "lr_scheduler": stage.warmup_then_decay(opt, warmup, total)}
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        return self.build_optimizer(self.trainer.estimated_stepping_batches)
+
+    # -- evaluation ---------------------------------------------------------------------------------------------
+
+    def on_validation_epoch_start(self) -> None:
+        self._outputs = defaultdict(list)
+
+    def validation_step(self, batch: dict[str, Tensor], _: int, dataloader_idx: int = 0) -> None:
+        logits = self(batch)
+        lengths = batch["attention_mask"].sum(1).tolist()
+        kind = self.task.kind
+        if kind == "classification":
+            rows: list = logits.argmax(-1).tolist()
+        elif kind == "regression":
+            rows = logits.float().tolist()
+        elif kind == "span":
+            start, end = (x.float().cpu().numpy() for x in logits)
+            rows = [(s[:n], e[:n]) for s, e, n in zip(start, end, lengths)]
+        else:
+            rows = [p[:n] for p, n in zip(logits.argmax(-1).tolist(), lengths)]
+        self._outputs[dataloader_idx].extend(zip(batch["index"].tolist(), rows))
+
+    def on_validation_epoch_end(self) -> None:
+        self.evaluations = {}
+        for i, evaluator in enumerate(self.evaluators):
+            by_index = dict(self._gather(self._outputs[i]))  # DDP pads with repeats: same index, same row
+            missing = evaluator.rows - len(by_index)
+            if missing:
+                raise RuntimeError(f"{evaluator.split}: {missing} of {evaluator.rows} rows were not evaluated")
+            self.evaluations[evaluator.split] = evaluator.evaluate([by_index[j] for j in range(evaluator.rows)])
+        self.results = {split: finite(e.metrics) for split, e in self.evaluations.items()}
+        logged = {f"{split}/{k}": v for split, scores in self.results.items() for k, v in scores.items()
+                  if v is not None}
+        if logged:
+            self.log_dict(logged, sync_dist=False, rank_zero_only=True)
+        self._outputs = defaultdict(list)
+
+    def _gather(self, items: list) -> list:
+        if torch.distributed.is_available() and torch.distributed.is_initialized() and self.trainer.world_size > 1:
+            parts: list = [None] * self.trainer.world_size
+            torch.distributed.all_gather_object(parts, items)
+            return [x for part in parts for x in part]
+        return items

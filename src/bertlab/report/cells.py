@@ -1,0 +1,162 @@
+"""The cells of Tables 5, 6 and 7: our number over seeds (from metrics.json), the runs' per-item scores (for the
+paired contrasts) and the floor beside it (from the same per-item files)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bertlab import stats
+from bertlab.report.collect import NO_DATA, NOT_RUN, OK, Columns, Results
+from bertlab.report.tables import TABLES, matches, preset_name, row_key, row_label, select, tasks
+from bertlab.stage import UserError
+
+PPL = "ppl"  # Table 6's held-out LM perplexity column; every other column is a task
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Our number for one table cell over its runs (seeds), their per-item scores, and its floor."""
+
+    status: str  # OK | NO_DATA | NOT_RUN
+    values: tuple[float, ...] = ()  # the headline metric of each run (NaN: not finite)
+    kind: str = ""  # the `bertlab.stats` kind and metric the per-item scores are scored with
+    metric: str = ""
+    scored_on: str = ""  # the items' split (or held-out format), which a paired contrast must share
+    n_items: int = 0
+    runs: tuple[Columns, ...] = ()  # per-item columns of each run
+    floor: Columns | None = None
+    floor_name: str = ""
+    reason: str = ""  # why the cell has no per-item scores ("" when it has them)
+    floor_value: float | None = None
+    floor_status: str = stats.NOT_MEASURED
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.values) if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        """Sample standard deviation over seeds (n - 1); None below two seeds."""
+        return statistics.stdev(self.values) if self.n > 1 else None
+
+    def short(self, digits: int = 1) -> str:
+        if not self.values:
+            return "—" if self.status == NOT_RUN else self.status
+        return f"{self.mean:.{digits}f}"
+
+    def text(self, digits: int = 1) -> str:
+        """`mean ± std (n seeds)`, `mean (1 seed)`, "no data", or "—" for a run never made."""
+        if not self.values:
+            return self.short(digits)
+        spread = f" ± {self.std:.{digits}f}" if self.std is not None else ""
+        return f"{self.mean:.{digits}f}{spread} ({self.n} seed{'s' if self.n > 1 else ''})"
+
+    def floor_text(self, digits: int = 1) -> str:
+        """The floor's value, flagged when we are at or below it; "" when there is none."""
+        if self.floor_value is None:
+            return ""
+        flag = "" if self.floor_status in (stats.ABOVE_FLOOR, stats.NOT_MEASURED) else f", **{self.floor_status}**"
+        return f"{self.floor_value:.{digits}f}{flag}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cell of a table: the paper's number beside ours."""
+
+    table: str
+    row: str  # the row's label
+    key: str  # the row's name in metrics.json
+    column: str  # a task, or ppl (Table 6)
+    paper: float | None
+    cell: Cell
+
+
+def finetune_cell(results: Results, columns: dict[str, Any], task: str, fields: dict[str, Any]) -> Cell:
+    """Our number for `task` over the fine-tuning runs whose fields equal `fields`: ok runs win over "no data"."""
+    matching = [r for r in results.finetune if r["task"] == task and matches(r, fields)]
+    ok = sorted((r for r in matching if r["status"] == OK), key=lambda r: r["seed"])
+    if not ok:
+        return Cell(NO_DATA if matching else NOT_RUN, reason=NO_DATA if matching else NOT_RUN)
+    col = columns[task]
+    try:
+        raw = [r["metrics"][col["split"]][col["metric"]] for r in ok]
+    except KeyError as err:
+        raise UserError(f"a {task} run has no metrics.{col['split']}.{col['metric']} ({err})") from err
+    cell = Cell(OK, tuple(math.nan if v is None else float(v) for v in raw), metric=col["metric"])  # None: not finite
+    missing = [r["name"] for r in ok if r["name"] not in results.items]
+    if missing:
+        return replace(cell, reason=f"no items.json for {', '.join(missing)}")
+    items = [results.items[r["name"]] for r in ok]
+    if {(i.scored_on, i.kind, i.n) for i in items} != {(col["split"], items[0].kind, items[0].n)}:
+        return replace(cell, reason=f"the seeds' items.json are not all {items[0].n} {col['split']} items")
+    first = items[0]
+    return replace(cell, kind=first.kind, scored_on=first.scored_on, n_items=first.n,
+                   runs=tuple(i.model for i in items), floor=first.floor, floor_name=first.floor_name)
+
+
+def pretrain_cell(results: Results, encoder: str) -> Cell:
+    """Held-out LM perplexity of a pretraining run, with its per-instance losses and the unigram floor."""
+    run = results.pretrain.get(encoder)
+    if not run:
+        return Cell(NOT_RUN, reason=NOT_RUN)
+    cell = Cell(OK, (float(run["heldout_ppl"]),), kind="lm", metric=PPL)
+    items = results.heldout.get(encoder)
+    if items is None:
+        return replace(cell, reason=f"no heldout_items.json for {encoder}")
+    return replace(cell, scored_on=items.scored_on, n_items=items.n, runs=(items.model,), floor=items.floor,
+                   floor_name=items.floor_name)
+
+
+def side_cell(spec: dict[str, Any], results: Results, fields: dict[str, Any], column: str) -> Cell:
+    """The cell a claim's side or a table row selects in `column`."""
+    if column == PPL:
+        return pretrain_cell(results, fields["encoder"])
+    return finetune_cell(results, spec["columns"], column, fields)
+
+
+def with_floor(cell: Cell, bootstrap: dict[str, Any]) -> Cell:
+    """`cell` with its floor's value and whether the runs are above, at or below it (a paired bootstrap)."""
+    if not cell.runs or cell.floor is None:
+        return cell
+    status, _ = stats.floor_status(cell.runs, cell.floor, cell.kind, cell.metric, **bootstrap)
+    value = stats.score(cell.kind, cell.metric, cell.floor)
+    return replace(cell, floor_value=value if math.isfinite(value) else None, floor_status=status)
+
+
+def columns_of(table: str, spec: dict[str, Any]) -> list[str]:
+    """A table's columns: its tasks, after the LM perplexity in Table 6."""
+    return ([PPL] if table == "table6" else []) + tasks(spec, table)
+
+
+def check_sizes(spec: dict[str, Any], results: Results) -> None:
+    """Each Table 6 row's pretraining run must have that row's model shape."""
+    for row in spec["table6"]["rows"]:
+        run = results.pretrain.get(row["encoder"])
+        if run and run["preset"] != preset_name(row["shape"]):
+            raise UserError(f"table6 row {row['shape']}: pretraining run {row['encoder']!r} used model "
+                            f"{run['preset']}, not {preset_name(row['shape'])}")
+
+
+def build_entries(spec: dict[str, Any], results: Results) -> list[Entry]:
+    """Every cell of Tables 5, 6 and 7, each with its floor."""
+    check_sizes(spec, results)
+    bootstrap = spec.get("bootstrap", {})
+    entries = []
+    for table in TABLES:
+        for row in spec[table]["rows"]:
+            fields = select(spec, table, row)
+            paper = row["paper"] if isinstance(row["paper"], dict) else {spec["table7"]["task"]: row["paper"]}
+            for column in columns_of(table, spec):
+                cell = with_floor(side_cell(spec, results, fields, column), bootstrap)
+                entries.append(Entry(table, row_label(row), row_key(row), column, paper.get(column), cell))
+    names = [(e.table, e.key, e.column) for e in entries]
+    if len(set(names)) != len(names):
+        raise UserError("two rows of one table have the same key: give one of them a `key`")
+    return entries

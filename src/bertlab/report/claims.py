@@ -1,0 +1,144 @@
+"""The paper's claims as declared contrasts (`ablations.claims`), each decided by paired bootstrap (`bertlab.stats`).
+
+A claim says "A is better than B" on some columns of one table; it expands into pairs (column, A, B): A and B are
+the cells its `better` and `than` selectors pick, or, with `by_size`, every two rows of the table whose models
+differ in non-embedding parameters, the larger as A. Each pair gets A - B with its 95% interval and a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations, product
+from typing import Any
+
+from bertlab import stats
+from bertlab.report.cells import PPL, Cell, side_cell
+from bertlab.report.collect import NOT_RUN, Results
+from bertlab.report.tables import SELECTORS, TABLES, row_key, row_label, select, shape_size
+from bertlab.stage import UserError
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str  # the table row it is, or its selectors
+    key: str
+    fields: dict[str, Any]  # the fine-tuning run fields it selects
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One contrast of a claim: the paper says A is better than B in `column`."""
+
+    column: str
+    a: Side
+    b: Side
+    contrast: stats.Contrast
+    reason: str = ""  # why it was not measured
+
+    @property
+    def name(self) -> str:
+        return f"{self.column}: {self.a.key} vs {self.b.key}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A claim of the paper and its pairs on our runs."""
+
+    id: str
+    table: str
+    text: str
+    pairs: tuple[Pair, ...]
+
+    @property
+    def summary(self) -> str:
+        """The one pair's verdict, or the counts of each verdict over the pairs."""
+        if len(self.pairs) == 1:
+            return self.pairs[0].contrast.verdict
+        return stats.summarize([p.contrast for p in self.pairs])
+
+
+def contrast(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, Any]) -> tuple[stats.Contrast, str]:
+    """A - B over the cells' per-item scores, or "not measured" with the reason."""
+    why = [f"{label}: {cell.reason}" for label, cell in ((a_label, a), (b_label, b)) if cell.reason]
+    if not why and (a.scored_on, a.n_items) != (b.scored_on, b.n_items):
+        why = [f"{a_label} was scored on {a.n_items} {a.scored_on} items, {b_label} on {b.n_items} {b.scored_on}"]
+    if why:
+        nan = math.nan
+        return stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, len(a.runs), len(b.runs)), "; ".join(why)
+    result = stats.compare(a.runs, b.runs, a.kind, a.metric, **bootstrap)
+    return result, "" if result.verdict != stats.NOT_MEASURED else "the metric is not finite"
+
+
+def _side(spec: dict[str, Any], table: str, selectors: dict[str, Any]) -> Side:
+    """A claim's side: named after the table row with the same selection, if there is one."""
+    fields = select(spec, table, selectors)
+    for row in spec[table]["rows"]:
+        if select(spec, table, row) == fields:
+            return Side(row_label(row), row_key(row), fields)
+    name = ", ".join(f"{k}={selectors[k]}" for k in SELECTORS if k in selectors)
+    return Side(name, name, fields)
+
+
+def _sides(spec: dict[str, Any], claim: dict[str, Any], where: str, key: str) -> list[Side]:
+    value = claim.get(key)
+    listed = value if isinstance(value, list) else [value]
+    if not listed or not all(isinstance(s, dict) and s and set(s) <= set(SELECTORS) for s in listed):
+        raise UserError(f"{where}.{key}: give one or a list of selectors of {', '.join(SELECTORS)}")
+    return [_side(spec, claim["table"], s) for s in listed]
+
+
+def size_pairs(spec: dict[str, Any], results: Results, table: str) -> list[tuple[Side, Side]]:
+    """(larger, smaller) for every two rows of `table` whose models differ in non-embedding parameters (as trained;
+    by the paper's shape where a run is missing, which orders them the same way)."""
+    pairs = []
+    for r1, r2 in combinations(spec[table]["rows"], 2):
+        runs = [results.pretrain.get(r["encoder"]) for r in (r1, r2)]
+        if all(runs):
+            s1, s2 = (run["parameters"]["non_embedding"] for run in runs)
+        else:
+            s1, s2 = shape_size(r1["shape"]), shape_size(r2["shape"])
+        if s1 != s2:
+            big, small = (r1, r2) if s1 > s2 else (r2, r1)
+            pairs.append(tuple(Side(row_label(r), row_key(r), select(spec, table, r)) for r in (big, small)))
+    return pairs
+
+
+def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
+    if not isinstance(claim, dict) or not isinstance(claim.get("id"), str) or not isinstance(claim.get("text"), str):
+        raise UserError(f"{where}: a claim needs an `id` and a one-line `text`")
+    if claim.get("table") not in TABLES:
+        raise UserError(f"{where}.table: {claim.get('table')!r} is not one of {', '.join(TABLES)}")
+    columns = claim.get("columns")
+    if not isinstance(columns, list) or not columns or not set(columns) <= {PPL, *spec["columns"]}:
+        raise UserError(f"{where}.columns: a list of `ablations.columns` tasks (or {PPL}), not {columns!r}")
+    if not set(claim.get("if_run", [])) <= set(columns):
+        raise UserError(f"{where}.if_run: {claim['if_run']!r} must be some of its columns")
+    if claim.get("by_size") and any("shape" not in row for row in spec[claim["table"]]["rows"]):
+        raise UserError(f"{where}.by_size: the rows of {claim['table']} have no `shape`")
+
+
+def check_claims(spec: dict[str, Any], results: Results) -> list[Finding]:
+    """Every declared claim, each pair decided by a paired bootstrap over items and seeds."""
+    bootstrap = spec.get("bootstrap", {})
+    findings, ids = [], set()
+    for i, claim in enumerate(spec.get("claims", [])):
+        where = f"ablations.claims[{i}]"
+        _check(spec, claim, where)
+        if claim["id"] in ids:
+            raise UserError(f"{where}.id: {claim['id']!r} is used twice")
+        ids.add(claim["id"])
+        table = claim["table"]
+        if claim.get("by_size"):
+            sides = size_pairs(spec, results, table)
+        else:
+            sides = list(product(_sides(spec, claim, where, "better"), _sides(spec, claim, where, "than")))
+        pairs = []
+        for column, (a, b) in product(claim["columns"], sides):
+            cells = side_cell(spec, results, a.fields, column), side_cell(spec, results, b.fields, column)
+            if column in claim.get("if_run", []) and any(c.status == NOT_RUN for c in cells):
+                continue
+            result, reason = contrast(*cells, a.label, b.label, bootstrap)
+            pairs.append(Pair(column, a, b, result, reason))
+        findings.append(Finding(claim["id"], table, claim["text"], tuple(pairs)))
+    return findings

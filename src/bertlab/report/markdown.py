@@ -1,0 +1,148 @@
+"""`reports/ablations.md`: the tables beside the paper's numbers with their floors, the figures, and the findings."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from bertlab import stats
+from bertlab.report.cells import PPL, Entry
+from bertlab.report.claims import Finding, Pair
+from bertlab.report.collect import OK, Results
+from bertlab.report.tables import shape_text
+
+LEGEND = (
+    "Each cell: the paper's dev-set number; ours as mean ± sample std over fine-tuning seeds (\"(1 seed)\": one run, "
+    "no spread); and the floor, what a trivial predictor scores on the same items (the majority training class; "
+    "random predictions for regression; random span logits for SQuAD; all-\"O\" for NER; unigram perplexity on the "
+    "same held-out positions for the LM), flagged **at floor** when a paired bootstrap cannot tell ours from it "
+    "and **below floor** when ours is worse (no floor: the runs wrote no per-item file). \"no data\" = the task's "
+    "data could not be had, \"—\" = not run at this profile."
+)
+VERDICTS = (
+    "Each claim is the paper's \"A better than B\"; each pair shows A − B on our runs (points of the dev metric; for "
+    "perplexity, in perplexity, where lower is better: a negative difference is A's win) with its {level:.0%} "
+    "paired-bootstrap interval ({draws} draws resampling the dev items, the same for A and B, and each side's "
+    "seeds), and a verdict: **{r}** (the interval excludes 0 in the paper's direction), **{c}** (it excludes 0 the "
+    "other way), **{u}** (it includes 0), **{m}** (a side is missing, or its metric is not finite)."
+)
+PPL_NOTE = ("The perplexity intervals cover held-out instances only: each size has one pretraining run, so the "
+            "variation between pretraining runs is not in them.")
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _grid(entries: list[Entry], table: str) -> dict[str, dict[str, Entry]]:
+    """{row key: {column: entry}} of one table, rows in table order."""
+    grid: dict[str, dict[str, Entry]] = {}
+    for e in entries:
+        if e.table == table:
+            grid.setdefault(e.key, {})[e.column] = e
+    return grid
+
+
+def _cells(e: Entry, digits: int = 1) -> list[str]:
+    """paper, ours, floor."""
+    return [_number(e.paper, digits), e.cell.text(digits), e.cell.floor_text(digits)]
+
+
+def _header(label: dict[str, str], columns: list[str]) -> list[str]:
+    return [f"{label[t]} {w}" for t in columns for w in ("paper", "ours", "floor")]
+
+
+def _floor_names(entries: list[Entry], table: str, label: dict[str, str]) -> list[str]:
+    """One line naming the floor of each column of `table` (as the per-item files name it), if any has one."""
+    names: dict[str, str] = {}
+    for e in entries:
+        if e.table == table and e.cell.floor_name:
+            names.setdefault(label.get(e.column, "LM ppl"), e.cell.floor_name)
+    return ["", "Floors: " + "; ".join(f"{k}: {v}" for k, v in names.items()) + "."] if names else []
+
+
+def _difference(pair: Pair) -> str:
+    c = pair.contrast
+    if not math.isfinite(c.estimate) or not (math.isfinite(c.low) and math.isfinite(c.high)):
+        return "—"
+    digits = 2 if pair.column == PPL else 1
+    return f"{c.estimate:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]"
+
+
+def _pair_row(pair: Pair, label: dict[str, str]) -> list[str]:
+    c = pair.contrast
+    size = f"{c.n_items} × {c.runs_a}/{c.runs_b}" if c.n_items else "—"
+    verdict = f"**{c.verdict}**" + (f" ({pair.reason})" if pair.reason else "")
+    return [label.get(pair.column, "LM ppl"), pair.a.label, pair.b.label, _difference(pair), size, verdict]
+
+
+def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]:
+    """Each claim with its verdict summary, then a table of its pairs."""
+    label = {t: c["label"] for t, c in spec["columns"].items()}
+    boot = {"draws": 2000, "level": 0.95} | spec.get("bootstrap", {})
+    lines = ["## Findings: the paper's claims as paired contrasts", "",
+             VERDICTS.format(level=boot["level"], draws=boot["draws"], r=stats.REPRODUCED, c=stats.CONTRADICTED,
+                             u=stats.UNRESOLVED, m=stats.NOT_MEASURED)]
+    for i, f in enumerate(findings, 1):
+        lines += ["", f"### {i}. {f.text} ({f.table.replace('table', 'Table ')}): {f.summary}", ""]
+        if any(p.column == PPL for p in f.pairs):
+            lines += [PPL_NOTE, ""]
+        rows = [_pair_row(p, label) for p in f.pairs]
+        lines += _table(["column", "A", "B", "A − B [95% interval]", "items × seeds A/B", "verdict"], rows)
+    return lines
+
+
+def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry], findings: list[Finding],
+                    figures: list[Path], profile: str, commit: str) -> str:
+    """The whole report: header, Tables 5-7 beside the paper with floors, figures, findings."""
+    label = {t: c["label"] for t, c in spec["columns"].items()}
+    man = results.manifest
+    source = "the Hugging Face hub" if man["source"] == "hub" else f"a local mirror of the hub (`{man['source']}`)"
+    lines = [
+        "# BERT ablations: the paper's Tables 5, 6 and 7 beside ours",
+        "",
+        f"- Profile: `{profile}`; commit: `{commit}`; results as of {results.as_of} (newest input file)",
+        f"- Data: {source}",
+    ]
+    deviations = sorted(man.get("deviations", {}).items())
+    lines += [f"- Deviation: `{k}`: {v}" for k, v in deviations] or ["- Deviations from the hub: none"]
+    lines += [f"- No data for {t}: {info.get('reason', 'unavailable')}"
+              for t, info in sorted(man["tasks"].items()) if info["status"] != OK]
+    lines += ["", LEGEND, "", "## Table 5: pre-training tasks (BERT-base, dev)", ""]
+    t5 = spec["table5"]["tasks"]
+    rows = [[c[t5[0]].row] + [x for t in t5 for x in _cells(c[t])] for c in _grid(entries, "table5").values()]
+    lines += _table([""] + _header(label, t5), rows) + _floor_names(entries, "table5", label)
+
+    lines += ["", "## Table 6: model size (dev accuracy; LM perplexity on held-out pretraining data)", ""]
+    t6 = spec["table6"]
+    rows = []
+    for row, c in zip(t6["rows"], _grid(entries, "table6").values()):
+        run = results.pretrain.get(row["encoder"])
+        kind = "" if not run or run["heldout_kind"] == "masked-token" else f" ({run['heldout_kind']})"
+        trained = [f"`{row['encoder']}` {shape_text(run['shape'])}", f"{run['parameters']['non_embedding'] / 1e6:.2f}M",
+                   str(run["steps"])] if run else [f"`{row['encoder']}` —", "—", "—"]
+        ppl = c[PPL]
+        rows.append([row["shape"], *trained, _number(ppl.paper, 2), ppl.cell.short(2) + kind, ppl.cell.floor_text(2)]
+                    + [x for t in t6["tasks"] for x in _cells(c[t])])
+    header = ["#L/#H/#A (paper)", "trained as", "non-emb. params", "steps", "LM ppl paper", "LM ppl ours",
+              "unigram ppl (floor)"]
+    lines += _table(header + _header(label, t6["tasks"]), rows) + _floor_names(entries, "table6", label)
+    lines += ["", "Our perplexities use our corpus and vocabulary: compare their order, not their size, with the "
+              "paper's; the unigram perplexity of the same held-out positions is the floor any LM must go below."]
+
+    t7 = spec["table7"]
+    title = f"{label[t7['task']]} NER, fine-tuning vs frozen features (`{t7['encoder']}`, dev F1)"
+    lines += ["", f"## Table 7: {title}", ""]
+    rows = [[e.row, *_cells(e)] for e in entries if e.table == "table7"]
+    lines += _table(["Strategy", "paper", "ours", "floor"], rows) + _floor_names(entries, "table7", label)
+
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
+    lines += ["", *findings_section(spec, findings)]
+    return "\n".join(lines) + "\n"

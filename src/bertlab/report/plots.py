@@ -1,0 +1,92 @@
+"""The report's figures (PNG): Table 6 against model size, Table 7 by strategy, pretraining loss curves."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bertlab.report.cells import PPL, Entry  # noqa: E402
+from bertlab.report.collect import Results  # noqa: E402
+
+
+def _save(fig: Any, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list[Entry]) -> bool:
+    """Table 6: held-out perplexity (with its unigram floor) and dev scores against non-embedding parameters;
+    False if no pretraining run of Table 6 exists."""
+    label = {t: c["label"] for t, c in spec["columns"].items()}
+    cells: dict[str, dict[str, Entry]] = {}
+    for e in entries:
+        if e.table == "table6":
+            cells.setdefault(e.key, {})[e.column] = e
+    points = sorted(  # (non-embedding parameters, encoder, {column: cell})
+        (results.pretrain[row["encoder"]]["parameters"]["non_embedding"], row["encoder"],
+         {col: e.cell for col, e in by_column.items()})
+        for row, by_column in zip(spec["table6"]["rows"], cells.values())
+        if row["encoder"] in results.pretrain
+    )
+    if not points:
+        return False
+    fig, (ax_ppl, ax_dev) = plt.subplots(1, 2, figsize=(11, 4))
+    xs = [p for p, _, _ in points]
+    ax_ppl.plot(xs, [c[PPL].mean for _, _, c in points], "o-", label="ours")
+    for p, k, c in points:
+        ax_ppl.annotate(k, (p, c[PPL].mean), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    floors = [c[PPL].floor_value for _, _, c in points]
+    if any(f is not None for f in floors):
+        ax_ppl.plot(xs, [math.nan if f is None else f for f in floors], "s--", color="grey", lw=1,
+                    label="unigram floor (same positions)")
+    ax_ppl.set(xscale="log", yscale="log", xlabel="non-embedding parameters", ylabel="held-out LM perplexity",
+               title="Table 6: LM perplexity (ours)")
+    ax_ppl.legend(fontsize=7)
+    for task in spec["table6"]["tasks"]:
+        measured = [(p, c[task]) for p, _, c in points if c[task].values]
+        ax_dev.errorbar([p for p, _ in measured], [c.mean for _, c in measured],
+                        yerr=[c.std or 0.0 for _, c in measured], marker="o", capsize=3, label=label[task])
+    ax_dev.set(xscale="log", xlabel="non-embedding parameters", ylabel="dev score", title="Table 6: dev scores (ours)")
+    ax_dev.legend(fontsize=7)
+    _save(fig, path)
+    return True
+
+
+def plot_strategies(path: Path, entries: list[Entry]) -> bool:
+    """Table 7: paper vs ours (mean ± std) per strategy, with our floor; False if we have no number."""
+    rows = [e for e in entries if e.table == "table7"]
+    if not any(e.cell.values for e in rows):
+        return False
+    xs = range(len(rows))
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.bar([x - 0.2 for x in xs], [e.paper if e.paper is not None else math.nan for e in rows], 0.4, label="paper")
+    ax.bar([x + 0.2 for x in xs], [e.cell.mean if e.cell.values else math.nan for e in rows], 0.4,
+           yerr=[e.cell.std or 0.0 for e in rows], capsize=3, label="ours")
+    floors = [e.cell.floor_value for e in rows]
+    if any(f is not None for f in floors):
+        ax.plot([x + 0.2 for x in xs], [math.nan if f is None else f for f in floors], "k_", ms=14, label="floor")
+    ax.set_xticks(list(xs), [e.row for e in rows], rotation=25, ha="right", fontsize=8)
+    ax.set(ylabel="dev F1", ylim=(0, 115), title="Table 7: CoNLL-2003 NER by strategy")
+    ax.legend(ncol=3, loc="upper center")
+    _save(fig, path)
+    return True
+
+
+def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]]) -> bool:
+    """Pretraining loss against step, one line per run; False if no run logged a loss."""
+    if not curves:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, points in sorted(curves.items()):
+        ax.plot([s for s, _ in points], [v for _, v in points], label=name)
+    ax.set(xlabel="step", ylabel="train loss", title="Pretraining loss")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+    return True

@@ -1,0 +1,96 @@
+"""Every report file: the tables and findings as CSV, `metrics.json` (for `dvc metrics show`), the figures and the
+Markdown report, written into one directory."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertlab.report.cells import Entry, build_entries
+from bertlab.report.claims import Finding, check_claims
+from bertlab.report.collect import Results
+from bertlab.report.markdown import render_markdown
+from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
+from bertlab.report.tables import TABLES
+from bertlab.stage import write_json
+
+CSV_FIELDS = ("table", "row", "column", "paper", "mean", "std", "n", "status", "floor", "floor_status")
+FINDING_FIELDS = ("claim", "table", "text", "column", "A", "B", "estimate", "low", "high", "verdict", "n_items",
+                  "runs_a", "runs_b", "reason")
+
+
+@dataclass(frozen=True)
+class Report:
+    entries: list[Entry]
+    findings: list[Finding]
+    figures: list[Path]
+
+
+def _finite(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def csv_rows(entries: list[Entry], table: str) -> list[list[Any]]:
+    """One row per cell of `table`, in CSV_FIELDS order (floor status only where we have a number)."""
+    return [[e.table, e.row, e.column, e.paper, e.cell.mean, e.cell.std, e.cell.n, e.cell.status,
+             e.cell.floor_value, e.cell.floor_status if e.cell.values else None]
+            for e in entries if e.table == table]
+
+
+def finding_rows(findings: list[Finding]) -> list[list[Any]]:
+    """One row per pair of every claim, in FINDING_FIELDS order."""
+    return [[f.id, f.table, f.text, p.column, p.a.label, p.b.label, _finite(p.contrast.estimate),
+             _finite(p.contrast.low), _finite(p.contrast.high), p.contrast.verdict, p.contrast.n_items,
+             p.contrast.runs_a, p.contrast.runs_b, p.reason]
+            for f in findings for p in f.pairs]
+
+
+def write_csv(path: Path, header: tuple[str, ...], rows: list[list[Any]]) -> None:
+    """A CSV file with `header`; None is written as an empty cell."""
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows([["" if v is None else v for v in row] for row in rows])
+
+
+def metrics(entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
+    """{table: {row key: {column: our cell and its floor}}} for measured cells, and {"claims": {id: {text, summary,
+    pairs: {name: contrast}}}} for every claim, for `dvc metrics show`."""
+    out: dict[str, Any] = {t: {} for t in TABLES}
+    for e in entries:
+        if e.cell.values:
+            out[e.table].setdefault(e.key, {})[e.column] = {
+                "mean": _finite(e.cell.mean), "std": _finite(e.cell.std), "n": e.cell.n,
+                "floor": _finite(e.cell.floor_value), "floor_status": e.cell.floor_status}
+    out["claims"] = {
+        f.id: {"table": f.table, "text": f.text, "summary": f.summary, "pairs": {
+            p.name: {"estimate": _finite(p.contrast.estimate), "low": _finite(p.contrast.low),
+                     "high": _finite(p.contrast.high), "verdict": p.contrast.verdict, "n_items": p.contrast.n_items,
+                     "runs_a": p.contrast.runs_a, "runs_b": p.contrast.runs_b, "reason": p.reason}
+            for p in f.pairs}}
+        for f in findings}
+    return out
+
+
+def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commit: str) -> Report:
+    """Write every report file into the empty directory `out`: ablations.md, ablations_table{5,6,7}.csv,
+    ablations_findings.csv, metrics.json, figures/*.png and pretrain_loss/<run>.csv (step, loss: for `dvc plots`)."""
+    entries = build_entries(spec, results)
+    findings = check_claims(spec, results)
+    (out / "figures").mkdir()
+    plots = {"table6": lambda p: plot_sizes(p, spec, results, entries),
+             "table7": lambda p: plot_strategies(p, entries),
+             "pretrain_loss": lambda p: plot_curves(p, results.curves)}
+    figures = [p for name, plot in plots.items() if plot(p := out / "figures" / f"{name}.png")]
+    (out / "pretrain_loss").mkdir()
+    for name, points in results.curves.items():
+        write_csv(out / "pretrain_loss" / f"{name}.csv", ("step", "loss"), [list(p) for p in points])
+    for table in TABLES:
+        write_csv(out / f"ablations_{table}.csv", CSV_FIELDS, csv_rows(entries, table))
+    write_csv(out / "ablations_findings.csv", FINDING_FIELDS, finding_rows(findings))
+    write_json(out / "metrics.json", metrics(entries, findings))
+    (out / "ablations.md").write_text(render_markdown(spec, results, entries, findings, figures, profile, commit))
+    return Report(entries, findings, figures)

@@ -1,0 +1,123 @@
+"""Validation at the door: every run's settings are checked before any stage spends compute.
+
+Hydra composes whatever it is given (`pretrain.lr=abc` is a string; `name=..` a path), so each stage, and the
+`configs` stage for every run of the pipeline at once, calls `check` first: a bad setting stops the run with one
+line naming it (`stage.UserError`, exit status 2), and nothing is written or deleted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from bertlab.stage import UserError
+
+NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
+
+
+@dataclass(frozen=True)
+class Number:
+    """A numeric setting: integer or real, within [lo, hi] (an open bound where `open_lo`/`open_hi`)."""
+
+    integer: bool
+    lo: float = -math.inf
+    hi: float = math.inf
+    open_lo: bool = False
+    open_hi: bool = False
+    nullable: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """Why `value` is not acceptable, or None."""
+        if value is None:
+            return None if self.nullable else "must be set"
+        kind = "an integer" if self.integer else "a number"
+        if isinstance(value, bool) or not isinstance(value, int if self.integer else (int, float)):
+            return f"expected {kind}"
+        if not math.isfinite(value):
+            return "expected a finite number"
+        below = value <= self.lo if self.open_lo else value < self.lo
+        above = value >= self.hi if self.open_hi else value > self.hi
+        if not (below or above):
+            return None
+        lo = f"{'>' if self.open_lo else '>='} {self.lo:g}" if math.isfinite(self.lo) else ""
+        hi = f"{'<' if self.open_hi else '<='} {self.hi:g}" if math.isfinite(self.hi) else ""
+        return f"expected {kind} {' and '.join(b for b in (lo, hi) if b)}"
+
+
+def count(lo: int = 1, nullable: bool = False) -> Number:
+    return Number(True, lo, nullable=nullable)
+
+
+POSITIVE = Number(False, 0.0, open_lo=True)
+FRACTION = Number(False, 0.0, 1.0, open_hi=True)  # [0, 1): dropout, warmup share, probabilities
+
+SETTINGS: dict[str, Number] = {
+    "seed": count(0),
+    "corpus.max_chars": count(nullable=True), "corpus.heldout_documents": count(), "corpus.seed": count(0),
+    "tokenizer.vocab_size": count(16), "tokenizer.min_frequency": count(), "tokenizer.max_chars": count(nullable=True),
+    "pretrain_data.max_seq_length": count(8), "pretrain_data.short_seq_prob": FRACTION,
+    "pretrain_data.dupe_factor": count(), "pretrain_data.heldout_instances": count(), "pretrain_data.seed": count(0),
+    "model.num_layers": count(), "model.hidden_size": count(), "model.num_heads": count(),
+    "model.intermediate_size": count(),
+    "objective.mlm_probability": FRACTION,  # 0 only for the causal (LTR) objective, checked below
+    "pretrain.batch_size": count(), "pretrain.max_steps": count(0), "pretrain.lr": POSITIVE,
+    "pretrain.warmup_steps": count(0), "pretrain.weight_decay": Number(False, 0.0), "pretrain.eps": POSITIVE,
+    "pretrain.grad_clip": Number(False, 0.0, open_lo=True, nullable=True), "pretrain.dropout": FRACTION,
+    "pretrain.accumulate_grad_batches": count(), "pretrain.val_every_steps": count(),
+    "pretrain.checkpoint_every_steps": count(),
+    "finetune.max_seq_length": count(8), "finetune.squad_max_seq_length": count(16), "finetune.batch_size": count(),
+    "finetune.epochs": count(), "finetune.lr": POSITIVE, "finetune.head_lr": Number(False, 0.0, open_lo=True,
+                                                                                     nullable=True),
+    "finetune.warmup_ratio": FRACTION, "finetune.weight_decay": Number(False, 0.0), "finetune.eps": POSITIVE,
+    "finetune.grad_clip": Number(False, 0.0, open_lo=True, nullable=True), "finetune.dropout": FRACTION,
+    "finetune.head_dropout": FRACTION, "finetune.max_train_examples": count(nullable=True),
+    "finetune.max_eval_examples": count(nullable=True), "finetune.squad_max_train_examples": count(nullable=True),
+    "finetune.squad_max_eval_examples": count(nullable=True), "finetune.subsample_seed": count(0),
+    "finetune.bilstm_hidden": count(nullable=True), "finetune.bilstm_layers": count(),
+    "finetune.doc_stride": count(), "finetune.max_query_length": count(), "finetune.n_best_size": count(),
+    "finetune.max_answer_length": count(),
+    "impl.threads": count(nullable=True), "impl.num_workers": count(0),
+}
+
+
+def check_name(name: Any) -> str:
+    """`name` if it is a single safe path component (it names output directories that reruns replace)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
+        raise UserError(f"name={name!r}: a run name must be one path component of letters, digits and _ . = - "
+                        "(not empty, '.' or '..')")
+    return name
+
+
+def check(cfg: DictConfig) -> None:
+    """Raise a one-line UserError for the first bad setting of a composed run config."""
+    check_name(OmegaConf.select(cfg, "name"))
+    for key, rule in SETTINGS.items():
+        if not _has(cfg, key):  # a stage's config may lack a group
+            continue
+        try:
+            value = OmegaConf.select(cfg, key, throw_on_missing=True)
+        except Exception as err:  # an interpolation that does not resolve, e.g. ${shrink:abc,4}
+            raise UserError(f"{key}: {str(err).splitlines()[0]}") from err
+        if OmegaConf.is_config(value):
+            raise UserError(f"{key}: expected a single value, got {OmegaConf.to_yaml(value).strip()!r}")
+        if why := rule.problem(value):
+            raise UserError(f"{key}={value!r}: {why}")
+    if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not OmegaConf.select(cfg, "objective.causal"):
+        raise UserError("objective.mlm_probability=0: a masked-LM objective needs a masking rate > 0")
+    heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")
+    if heads and hidden and hidden % heads:
+        raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")
+
+
+def _has(cfg: DictConfig, key: str) -> bool:
+    """Whether `cfg` defines the dotted `key` (without resolving it)."""
+    node: Any = cfg
+    for part in key.split("."):
+        if not OmegaConf.is_dict(node) or part not in node:
+            return False
+        node = node._get_node(part)
+    return True

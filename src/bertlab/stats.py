@@ -1,0 +1,192 @@
+"""Verdicts that respect the noise: paired-bootstrap contrasts of per-item scores across items and seeds.
+
+Method: each draw resamples the evaluation items with replacement (the same items for both sides) and each
+side's runs (fine-tuning seeds) with replacement; a side's value is the mean over its drawn runs of the
+corpus-level metric recomputed on the drawn items, and the draw's value is A - B. The percentile interval of
+the draws (95% by default) bounds the difference. Verdict on the paper's claim "A is better than B":
+reproduced (the interval excludes 0 in the better direction), contradicted (it excludes 0 the other way),
+unresolved at this scale (it includes 0), not measured (a side has no runs, or a value is not finite).
+
+Metrics are `bertlab.metrics`' (0-100; perplexity raw), rebuilt from per-item columns: count metrics from
+summed per-item counts (one matrix product scores every draw), correlations on the drawn pairs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import rankdata
+
+REPRODUCED, CONTRADICTED = "reproduced", "contradicted"
+UNRESOLVED, NOT_MEASURED = "unresolved at this scale", "not measured"
+ABOVE_FLOOR, AT_FLOOR, BELOW_FLOOR = "above floor", "at floor", "below floor"
+
+Columns = Mapping[str, np.ndarray]
+
+METRICS = {
+    "classification": ("accuracy", "f1", "matthews"),
+    "regression": ("pearson", "spearman"),
+    "span": ("exact_match", "f1"),
+    "tagging": ("f1", "precision", "recall"),
+    "lm": ("ppl",),
+}
+_CELLS_PER_CHUNK = 1 << 22  # draws x items resampled at once: bounds memory to a few tens of MB
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """A - B (each side the mean over its runs, on all items), its bootstrap interval, and the verdict."""
+
+    estimate: float
+    low: float
+    high: float
+    verdict: str
+    n_items: int
+    runs_a: int
+    runs_b: int
+
+
+def higher_is_better(metric: str) -> bool:
+    """Perplexity is the one metric where lower is better."""
+    return metric != "ppl"
+
+
+def score(kind: str, metric: str, cols: Columns, idx: np.ndarray | None = None) -> float:
+    """`metric` of one run on the items `idx` (all when None; repeats count), 0-100 (ppl raw); NaN if undefined."""
+    _check(kind, metric)
+    idx = np.arange(_n_items(kind, metric, cols)) if idx is None else np.asarray(idx, dtype=np.intp)
+    if kind == "regression":
+        pred, label = (np.asarray(cols[c], dtype=np.float64) for c in ("pred", "label"))
+        return float(_correlation(metric, pred[idx], label[idx]))
+    return float(_finish(kind, metric, _item_stats(kind, metric, cols)[idx].sum(axis=0), len(idx)))
+
+
+def compare(
+    a: Sequence[Columns], b: Sequence[Columns], kind: str, metric: str, *, draws: int = 2000, seed: int = 0,
+    level: float = 0.95,
+) -> Contrast:
+    """Paired bootstrap of `metric`(A) - `metric`(B) over items and runs; the verdict on "A is better than B"."""
+    _check(kind, metric)
+    sizes = {_n_items(kind, metric, cols) for cols in (*a, *b)}
+    if len(sizes) > 1:
+        raise ValueError(f"compare: the runs have different item counts {sorted(sizes)}")
+    n = sizes.pop() if sizes else 0
+    nan = float("nan")
+    if not a or not b or n == 0:
+        return Contrast(nan, nan, nan, NOT_MEASURED, n, len(a), len(b))
+    mean_a, mean_b = (np.mean([score(kind, metric, cols) for cols in side]) for side in (a, b))
+    estimate = float(mean_a - mean_b)
+    if not np.isfinite(estimate):
+        return Contrast(estimate, nan, nan, NOT_MEASURED, n, len(a), len(b))
+
+    rng = np.random.default_rng(seed)
+    runs_a, runs_b = (rng.integers(0, len(side), size=(draws, len(side))) for side in (a, b))
+    per_run = _bootstrap_scores(kind, metric, [*a, *b], n, draws, rng)  # (draws, runs of A then of B)
+    rows = np.arange(draws)[:, None]
+    diff = per_run[:, : len(a)][rows, runs_a].mean(axis=1) - per_run[:, len(a) :][rows, runs_b].mean(axis=1)
+    low, high = (float(q) for q in np.quantile(diff, [(1 - level) / 2, (1 + level) / 2]))
+    return Contrast(estimate, low, high, _verdict(estimate, low, high, higher_is_better(metric)), n, len(a), len(b))
+
+
+def floor_status(
+    runs: Sequence[Columns], floor: Columns, kind: str, metric: str, **kw: float
+) -> tuple[str, Contrast]:
+    """Whether the runs beat their floor: `compare(runs, [floor])`, its verdict read as above/at/below floor."""
+    contrast = compare(runs, [floor], kind, metric, **kw)
+    statuses = {REPRODUCED: ABOVE_FLOOR, CONTRADICTED: BELOW_FLOOR, UNRESOLVED: AT_FLOOR, NOT_MEASURED: NOT_MEASURED}
+    return statuses[contrast.verdict], contrast
+
+
+def summarize(contrasts: Sequence[Contrast]) -> str:
+    """One line of verdict counts, e.g. "3 reproduced, 1 contradicted, 10 unresolved at this scale of 14 pairs"."""
+    counts = Counter(c.verdict for c in contrasts)
+    parts = [f"{counts[v]} {v}" for v in (REPRODUCED, CONTRADICTED, UNRESOLVED)]
+    if counts[NOT_MEASURED]:
+        parts.append(f"{counts[NOT_MEASURED]} {NOT_MEASURED}")
+    return f"{', '.join(parts)} of {len(contrasts)} pair{'' if len(contrasts) == 1 else 's'}"
+
+
+def _verdict(estimate: float, low: float, high: float, higher: bool) -> str:
+    if not np.isfinite([estimate, low, high]).all():
+        return NOT_MEASURED
+    if low > 0:
+        return REPRODUCED if higher else CONTRADICTED
+    if high < 0:
+        return CONTRADICTED if higher else REPRODUCED
+    return UNRESOLVED
+
+
+def _check(kind: str, metric: str) -> None:
+    if metric not in METRICS.get(kind, ()):
+        raise ValueError(f"unknown kind/metric {kind!r}/{metric!r}; known: {METRICS}")
+
+
+def _n_items(kind: str, metric: str, cols: Columns) -> int:
+    first = {"classification": "pred", "regression": "pred", "span": metric, "tagging": "tp", "lm": "count"}[kind]
+    return len(cols[first])
+
+
+def _item_stats(kind: str, metric: str, cols: Columns) -> np.ndarray:
+    """Per-item counts (n, k) whose sums over any items determine the metric on those items."""
+    if kind == "classification":
+        pred, label = np.asarray(cols["pred"]), np.asarray(cols["label"])
+        if metric == "accuracy":
+            return (pred == label)[:, None].astype(np.float64)
+        pos, true = pred == 1, label == 1
+        return np.stack([pos & true, pos & ~true, ~pos & true], axis=1).astype(np.float64)  # tp, fp, fn
+    names = {"span": (metric,), "tagging": ("tp", "fp", "fn"), "lm": ("loss_sum", "count")}[kind]
+    return np.stack([np.asarray(cols[c], dtype=np.float64) for c in names], axis=1)
+
+
+def _finish(kind: str, metric: str, sums: np.ndarray, m: int) -> np.ndarray:
+    """The metric from `_item_stats` summed over `m` items (last axis: the k sums; any leading axes)."""
+    s = np.moveaxis(sums, -1, 0)
+    if kind == "lm":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.exp(s[0] / s[1])
+    if kind == "span":  # per-question scores, already 0-100
+        return s[0] / m
+    if metric == "accuracy":
+        return 100.0 * s[0] / m
+    tp, fp, fn = s
+    if metric == "matthews":  # 0 when predictions or labels are constant, as GLUE (sklearn) scores it
+        tn = m - tp - fp - fn
+        num, den = tp * tn - fp * fn, np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    else:  # binary / entity micro scores; 0 when undefined (seqeval's zero_division=0)
+        num, den = {"f1": (2 * tp, 2 * tp + fp + fn), "precision": (tp, tp + fp), "recall": (tp, tp + fn)}[metric]
+    return 100.0 * np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+
+
+def _correlation(metric: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson or Spearman (average ranks for ties) along the last axis, 0-100; NaN for a constant side."""
+    constant = (np.ptp(x, axis=-1) == 0) | (np.ptp(y, axis=-1) == 0)
+    if metric == "spearman":
+        x, y = rankdata(x, axis=-1), rankdata(y, axis=-1)
+    x, y = x - x.mean(axis=-1, keepdims=True), y - y.mean(axis=-1, keepdims=True)
+    den = np.sqrt((x * x).sum(axis=-1) * (y * y).sum(axis=-1))
+    return np.where(constant, np.nan, 100.0 * (x * y).sum(axis=-1) / np.where(constant, 1.0, den))
+
+
+def _bootstrap_scores(
+    kind: str, metric: str, runs: Sequence[Columns], n: int, draws: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Each run's metric on `draws` resamples of the n items (the same resamples for every run): (draws, runs)."""
+    chunk = max(1, _CELLS_PER_CHUNK // n)
+    if kind == "regression":
+        pairs = [tuple(np.asarray(cols[c], dtype=np.float64) for c in ("pred", "label")) for cols in runs]
+    else:
+        stats = np.stack([_item_stats(kind, metric, cols) for cols in runs], axis=1)  # (n, runs, k)
+    out = []
+    for start in range(0, draws, chunk):
+        size = min(chunk, draws - start)
+        idx = rng.integers(0, n, size=(size, n))
+        if kind == "regression":
+            out.append(np.stack([_correlation(metric, pred[idx], label[idx]) for pred, label in pairs], axis=1))
+        else:  # how often each item is drawn, times its counts: every run's sums in one product
+            counts = np.bincount((idx + n * np.arange(size)[:, None]).ravel(), minlength=size * n)
+            sums = counts.reshape(size, n).astype(np.float64) @ stats.reshape(n, -1)
+            out.append(_finish(kind, metric, sums.reshape(size, len(runs), -1), n))
+    return np.concatenate(out)

@@ -1,0 +1,160 @@
+"""Synthetic results for the report tests, laid out as the stages write them under data/: fine-tuning cells with
+metrics.json + items.json, pretraining runs with metrics.json + heldout_items.json (+ a loss curve), the manifest.
+
+Every headline number is recomputed from the per-item columns with `bertlab.stats.score`, as the contract says
+the stages' numbers are, so the tests can state the tables' numbers exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bertlab import stats
+
+N = {"classification": 200, "span": 100, "tagging": 100}
+KIND = {"squad": "span", "conll2003": "tagging"}  # every other task here: classification
+METRIC = {"squad": "f1", "conll2003": "f1"}  # every other task here: accuracy
+SPLIT = {"mnli": "validation_matched"}
+LABELS = np.array([1] * 120 + [0] * 80)  # majority class 1: the floor scores 60.0
+KEYS = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
+HELDOUT = 300  # held-out instances, 10 scored positions each
+UNIGRAM = 900.0
+
+
+def _rng(name: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def _hits(name: str, n: int, percent: float) -> np.ndarray:
+    """A 0/1 vector with exactly `percent`% ones at random places (seeded by `name`)."""
+    hit = np.zeros(n, dtype=bool)
+    hit[_rng(name).permutation(n)[: round(n * percent / 100)]] = True
+    return hit
+
+
+def items(name: str, task: str, score: float | str) -> dict[str, Any]:
+    """items.json of a run that scores `score` (a percentage), or "constant": the floor's own predictor."""
+    kind = KIND.get(task, "classification")
+    n = N[kind]
+    if kind == "classification":
+        floor = {"pred": [1] * n, "label": LABELS.tolist()}
+        hit = _hits(name, n, 0 if score == "constant" else score)  # right on `score`% of the items
+        pred = np.ones(n, int) if score == "constant" else np.where(hit, LABELS, 1 - LABELS)
+        model = {"pred": pred.tolist(), "label": LABELS.tolist()}
+    elif kind == "span":
+        hit = _hits(name, n, score).astype(float) * 100
+        floor = {"exact_match": [0.0] * (n - 2) + [100.0] * 2, "f1": [0.0] * (n - 2) + [100.0] * 2}
+        model = {"exact_match": hit.tolist(), "f1": hit.tolist()}
+    else:  # one gold entity per sentence: found (tp) or missed with a wrong guess (fp + fn); F1 = hits / n
+        hit = np.zeros(n, int) if score == "constant" else _hits(name, n, score).astype(int)
+        floor = {"tp": [0] * n, "fp": [0] * n, "fn": [1] * n}  # all "O"
+        model = {"tp": hit.tolist(), "fp": (1 - hit).tolist() if score != "constant" else [0] * n,
+                 "fn": (1 - hit).tolist()}
+    return {"split": SPLIT.get(task, "validation"), "kind": kind, "metric": METRIC.get(task, "accuracy"), "n": n,
+            "model": model, "floor": {"name": "the floor", **floor}}
+
+
+def headline(item_file: dict[str, Any], side: str = "model") -> float:
+    cols = {k: np.asarray(v) for k, v in item_file[side].items() if k != "name"}
+    return stats.score(item_file["kind"], item_file["metric"], cols)
+
+
+def ft(encoder: str, task: str, score: float | str | None, seed: int = 1, mode: str = "finetune",
+       features: str = "last", bilstm: bool = False, with_items: bool = True) -> dict[str, Any]:
+    """A fine-tuning run: its metrics.json record, and under "_items" its items.json (None: no items file).
+    `score` None = the task had no data."""
+    name = f"{encoder}-{task}-{mode}-{features}-{bilstm}-{seed}"
+    split, metric = SPLIT.get(task, "validation"), METRIC.get(task, "accuracy")
+    item_file = items(name, task, score) if score is not None else None
+    value = headline(item_file) if item_file else None
+    return {
+        "name": name, "encoder": encoder, "task": task, "seed": seed, "mode": mode, "features": features,
+        "bilstm": bilstm, "status": "ok" if value is not None else "no data",
+        "reason": None if value is not None else "not in mirror",
+        "metrics": {split: {metric: value}} if value is not None else {}, "headline": value,
+        "headline_metric": metric, "train_seconds": 1.0, "_items": item_file if with_items else None,
+    }
+
+
+def heldout(name: str, ppl: float, kind: str = "masked-token", fmt: str = "nsp") -> dict[str, Any]:
+    """heldout_items.json of a run with perplexity exactly `ppl`: per-instance losses around log(ppl), the harder
+    instances hard for every model, and the unigram floor (exactly UNIGRAM) on the same positions."""
+    shared = np.random.default_rng(0).normal(0, 0.5, HELDOUT)
+    own = _rng(name).normal(0, 0.1, HELDOUT)
+    loss = shared + own - (shared + own).mean() + np.log(ppl)
+    count = np.full(HELDOUT, 10)
+    return {"format": fmt, "kind": kind, "n": HELDOUT,
+            "model": {"loss_sum": (10 * loss).tolist(), "count": count.tolist()},
+            "floor": {"name": "unigram", "loss_sum": (10 * (shared - shared.mean() + np.log(UNIGRAM))).tolist(),
+                      "count": count.tolist()}}
+
+
+def pre(name: str, preset: tuple[int, ...], trained: tuple[int, ...], non_embedding: int, ppl: float,
+        nsp: bool = True, kind: str = "masked-token") -> dict[str, Any]:
+    """A pretraining run's metrics.json, and under "_items" its heldout_items.json."""
+    item_file = heldout(name, ppl, kind, "nsp" if nsp else "packed")
+    return {
+        "objective": "mlm_nsp" if nsp else "ltr", "nsp": nsp,
+        "shape": dict(zip(KEYS, trained)), "preset": "L{}_H{}_A{}".format(*preset),
+        "parameters": {"total": non_embedding + 10**6, "non_embedding": non_embedding}, "steps": 2000,
+        "train_seconds": 1.0, "heldout_mlm_loss": 3.0, "heldout_ppl": stats.score("lm", "ppl", {
+            k: np.asarray(v) for k, v in item_file["model"].items()}), "heldout_kind": kind, "_items": item_file,
+    }
+
+
+BASE = (12, 768, 12, 3072)
+SMALL = (4, 192, 12, 768)
+PRETRAIN = {
+    "bert": pre("bert", BASE, SMALL, 1_800_000, 40.0),
+    "ltr": pre("ltr", BASE, SMALL, 1_800_000, 30.0, nsp=False, kind="next-token"),
+    "scratch": pre("scratch", BASE, SMALL, 1_800_000, 8000.0),
+    "L3_H768_A12": pre("L3_H768_A12", (3, 768, 12, 3072), (1, 192, 12, 768), 450_000, 60.0),
+    "L6_H768_A3": pre("L6_H768_A3", (6, 768, 3, 3072), (2, 192, 3, 768), 900_000, 52.0),
+    "L6_H768_A12": pre("L6_H768_A12", (6, 768, 12, 3072), (2, 192, 12, 768), 900_000, 50.0),
+}
+FINETUNE = [
+    *(ft("bert", "mrpc", v, seed=s) for s, v in [(1, 80.0), (2, 82.0), (3, 84.0)]),  # 82.0 ± 2.0
+    ft("nonsp", "mrpc", 55.0),  # BERT far above: NSP helps on MRPC, reproduced
+    ft("bert", "sst2", 85.0, seed=1), ft("bert", "sst2", 86.0, seed=2),  # 85.5 ± 0.7071
+    ft("nonsp", "sst2", 85.5),  # a tie: unresolved
+    ft("bert", "squad", 70.0), ft("bert", "mnli", None),  # bert qnli: never run
+    ft("ltr", "mrpc", 97.0),  # LTR far above BERT: MLM beats LTR on MRPC, contradicted
+    ft("ltr", "squad", 40.0),  # BERT 70: reproduced
+    ft("ltr", "squad", 50.0, bilstm=True, with_items=False),  # no items.json: not measured
+    ft("scratch", "mrpc", "constant"), ft("scratch", "sst2", 80.0),  # scratch MRPC: the majority class, at floor
+    ft("L3_H768_A12", "mrpc", 70.0), ft("L6_H768_A3", "mrpc", 75.0),
+    ft("L3_H768_A12", "sst2", 30.0),  # below the 60.0 floor
+    ft("bert", "conll2003", 90.0),
+    *(ft("bert", "conll2003", v, mode="feature_based", features=f, bilstm=True)
+      for f, v in [("embeddings", "constant"), ("last", 80.0), ("concat_last_four", 85.0)]),
+]
+MANIFEST = {
+    "source": "/mirror", "tasks": {"mnli": {"status": "no data", "reason": "nyu-mll/glue/mnli: not in the mirror"}},
+    "deviations": {"nyu-mll/glue/qnli/train": "QNLI train REBUILT from SQuAD v1.1 train"},
+}
+LOSS_CSV = "epoch,step,train/loss,train/mlm_loss,val/ppl\n0,9,8.0,7.5,\n0,19,6.0,5.5,\n0,19,,,300.0\n0,29,5.0,4.5,\n"
+
+
+def _dump(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def write_data(root: Path, finetune: list[dict] = FINETUNE, pretrain: dict[str, dict] = PRETRAIN) -> None:
+    """The synthetic results as the other stages lay them out under `root` (a data/ directory)."""
+    _dump(root / "download" / "manifest.json", MANIFEST)
+    for name, run in pretrain.items():
+        record = {k: v for k, v in run.items() if k != "_items"}
+        _dump(root / "pretrain" / name / "metrics.json", {"name": name, **record})
+        _dump(root / "pretrain" / name / "heldout_items.json", run["_items"])
+        if name != "scratch":  # never trained: no curve
+            (root / "pretrain" / name / "metrics.csv").write_text(LOSS_CSV)
+    for run in finetune:
+        _dump(root / "finetune" / run["name"] / "metrics.json", {k: v for k, v in run.items() if k != "_items"})
+        if run["_items"] is not None:
+            _dump(root / "finetune" / run["name"] / "items.json", run["_items"])

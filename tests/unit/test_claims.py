@@ -1,0 +1,180 @@
+"""The paper's claims as paired contrasts, on synthetic results whose differences are set by hand
+(tests/unit/report_data.py): a clear win is reproduced, a reversed one contradicted, a tie unresolved, a missing
+side not measured; the intervals are `bertlab.stats.compare`'s on the cells' per-item files."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from bertlab import stats
+from bertlab.report import collect
+from bertlab.report.claims import Finding, check_claims
+from bertlab.report.markdown import findings_section
+from bertlab.stage import CONF_DIR, UserError
+from tests.unit.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, write_data
+
+SPEC: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))
+FAST = SPEC | {"bootstrap": {"draws": 1000, "seed": 0, "level": 0.95}}
+
+
+def claims(tmp_path: Path, finetune: list[dict] = FINETUNE, pretrain: dict[str, dict] = PRETRAIN,
+           spec: dict[str, Any] = FAST) -> dict[str, Finding]:
+    write_data(tmp_path, finetune, pretrain)
+    return {f.id: f for f in check_claims(spec, collect.collect(tmp_path))}
+
+
+def pair(finding: Finding, column: str, a: str | None = None, b: str | None = None):
+    (found,) = [p for p in finding.pairs if p.column == column and a in (None, p.a.key) and b in (None, p.b.key)]
+    return found
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Finding]:
+    return claims(tmp_path_factory.mktemp("claims"))
+
+
+def test_a_clear_win_is_reproduced(found) -> None:
+    mrpc = pair(found["nsp_helps"], "mrpc")
+    c = mrpc.contrast  # BERT 80, 82, 84 (3 seeds) against No NSP 55 on the same 200 items
+    assert (c.estimate, c.verdict, c.n_items, c.runs_a, c.runs_b) == (pytest.approx(27.0), stats.REPRODUCED, 200, 3, 1)
+    assert 0 < c.low < 27.0 < c.high and mrpc.reason == ""
+    squad = pair(found["mlm_beats_ltr"], "squad").contrast  # F1 70 vs 40 on 100 questions
+    assert (squad.estimate, squad.verdict) == (pytest.approx(30.0), stats.REPRODUCED)
+
+
+def test_a_reversed_difference_is_contradicted(found) -> None:
+    c = pair(found["mlm_beats_ltr"], "mrpc").contrast  # BERT 82 against LTR 97
+    assert (c.estimate, c.verdict) == (pytest.approx(-15.0), stats.CONTRADICTED) and c.high < 0
+
+
+def test_a_tie_is_unresolved(found) -> None:
+    c = pair(found["nsp_helps"], "sst2").contrast  # BERT 85, 86 against No NSP 85.5
+    assert (c.estimate, c.verdict) == (pytest.approx(0.0), stats.UNRESOLVED) and c.low < 0 < c.high
+
+
+def test_the_interval_is_stats_compare_on_the_cells_items(found, tmp_path: Path) -> None:
+    """The same numbers as calling `stats.compare` by hand on the three BERT seeds and the No NSP run."""
+    def cols(run: dict) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v) for k, v in run["_items"]["model"].items()}
+
+    bert = [cols(r) for r in FINETUNE if r["encoder"] == "bert" and r["task"] == "mrpc"]
+    nonsp = [cols(r) for r in FINETUNE if r["encoder"] == "nonsp" and r["task"] == "mrpc"]
+    assert pair(found["nsp_helps"], "mrpc").contrast == stats.compare(bert, nonsp, "classification", "accuracy",
+                                                                     **FAST["bootstrap"])
+
+
+def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
+    nsp = found["nsp_helps"]
+    assert pair(nsp, "mnli").reason == "BERT_BASE: no data; No NSP: not run"
+    assert pair(nsp, "qnli").reason == "BERT_BASE: not run; No NSP: not run"
+    (bilstm,) = found["bilstm_helps_ltr"].pairs
+    assert bilstm.contrast.verdict == stats.NOT_MEASURED
+    assert bilstm.reason == "+ BiLSTM: no items.json for ltr-squad-finetune-last-True-1"
+    assert found["bilstm_helps_ltr"].summary == stats.NOT_MEASURED
+    assert nsp.summary == "1 reproduced, 0 contradicted, 1 unresolved at this scale, 3 not measured of 5 pairs"
+
+
+def test_if_run_leaves_out_a_column_never_run(found) -> None:
+    # no scratch CoNLL-2003 run: that pair is left out, not reported as "not measured"
+    assert [p.column for p in found["pretraining_helps"].pairs] == ["mnli", "qnli", "mrpc", "sst2", "squad"]
+
+
+def test_table7_pairs_name_the_strategies(found) -> None:
+    c = pair(found["features_beat_embeddings"], "conll2003", "last", "embeddings").contrast
+    assert (c.estimate, c.verdict) == (pytest.approx(80.0), stats.REPRODUCED)  # 80 vs all-"O" 0
+    fine = found["finetuning_beats_features"]
+    assert [p.b.label for p in fine.pairs][:2] == ["Embeddings", "Second-to-Last Hidden"]
+    assert {p.a.label for p in fine.pairs} == {"Fine-tuning"}
+
+
+def test_size_pairs_ordered_by_non_embedding_parameters(found) -> None:
+    ppl = found["size_ppl"]
+    # 6 rows, 15 pairs, less the two 0.90M models (same size): 14; the larger model is always A
+    assert len(ppl.pairs) == 14 and ("L6_H768_A3", "L6_H768_A12") not in {(p.a.key, p.b.key) for p in ppl.pairs}
+    measured = {(p.a.key, p.b.key): p.contrast for p in ppl.pairs if p.contrast.verdict != stats.NOT_MEASURED}
+    # ppl 60 (0.45M), 52 and 50 (0.90M), 40 (1.80M): A - B is negative when the larger model is better
+    assert {k: round(c.estimate, 6) for k, c in measured.items()} == {
+        ("L6_H768_A3", "L3_H768_A12"): -8.0, ("L6_H768_A12", "L3_H768_A12"): -10.0, ("bert", "L3_H768_A12"): -20.0,
+        ("bert", "L6_H768_A3"): -12.0, ("bert", "L6_H768_A12"): -10.0}
+    assert {c.verdict for c in measured.values()} == {stats.REPRODUCED}
+    assert all(c.n_items == 300 and c.runs_a == c.runs_b == 1 for c in measured.values())
+    assert pair(ppl, "ppl", "L24_H1024_A16", "bert").reason == "24/1024/16: not run"
+    assert ppl.summary == "5 reproduced, 0 contradicted, 0 unresolved at this scale, 9 not measured of 14 pairs"
+
+
+def test_a_larger_model_with_higher_perplexity_is_contradicted(tmp_path: Path) -> None:
+    worse = PRETRAIN | {"bert": pre("bert", BASE, SMALL, 1_800_000, 70.0)}
+    c = pair(claims(tmp_path, pretrain=worse)["size_ppl"], "ppl", "bert", "L3_H768_A12").contrast
+    assert (c.estimate, c.verdict) == (pytest.approx(10.0), stats.CONTRADICTED)
+
+
+def test_cells_scored_on_different_items_are_not_measured(tmp_path: Path) -> None:
+    other = [r for r in FINETUNE if r["name"] != "nonsp-mrpc-finetune-last-False-1"]
+    short = ft("nonsp", "mrpc", 55.0)
+    model, floor = short["_items"]["model"], short["_items"]["floor"]
+    short["_items"] |= {"n": 3, "model": {k: v[:3] for k, v in model.items()},
+                        "floor": {k: v if k == "name" else v[:3] for k, v in floor.items()}}
+    p = pair(claims(tmp_path, [*other, short])["nsp_helps"], "mrpc")
+    assert (p.contrast.verdict, p.reason) == (
+        stats.NOT_MEASURED, "BERT_BASE was scored on 200 validation items, No NSP on 3 validation")
+
+
+def test_a_non_finite_metric_is_not_measured(tmp_path: Path) -> None:
+    """STS-B Spearman of a constant prediction is undefined."""
+    def stsb(encoder: str, pred: list[float]) -> dict:
+        run = ft(encoder, "mrpc", 60.0) | {"task": "stsb", "name": f"{encoder}-stsb"}
+        run["metrics"] = {"validation": {"spearman": None}}
+        label = [float(i % 5) for i in range(len(pred))]
+        run["_items"] = {"split": "validation", "kind": "regression", "metric": "spearman", "n": len(pred),
+                         "model": {"pred": pred, "label": label}, "floor": {"pred": [2.0] * len(pred), "label": label}}
+        return run
+
+    spec = FAST | {"claims": [{"id": "x", "table": "table5", "text": "t", "columns": ["stsb"],
+                               "better": {"encoder": "bert"}, "than": {"encoder": "nonsp"}}]}
+    runs = [stsb("bert", [1.0] * 20), stsb("nonsp", [float(i % 3) for i in range(20)])]
+    (p,) = claims(tmp_path, runs, spec=spec)["x"].pairs
+    assert (p.contrast.verdict, p.reason) == (stats.NOT_MEASURED, "the metric is not finite")
+
+
+@pytest.mark.parametrize(("claim", "message"), [
+    ({"table": "table5", "text": "t", "columns": ["mrpc"]}, r"claims\[0\]: a claim needs an `id`"),
+    ({"id": "x", "table": "table9", "text": "t", "columns": ["mrpc"]}, r"claims\[0\].table: 'table9'"),
+    ({"id": "x", "table": "table5", "text": "t", "columns": ["nope"]}, r"claims\[0\].columns"),
+    ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "better": {"encoder": "bert"},
+      "than": {"model": "big"}}, r"claims\[0\].than: give one or a list of selectors"),
+    ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "by_size": True}, r"claims\[0\].by_size"),
+])
+def test_a_bad_claim_is_an_error_naming_it(tmp_path: Path, claim: dict, message: str) -> None:
+    with pytest.raises(UserError, match=r"ablations\." + message):
+        claims(tmp_path, spec=FAST | {"claims": [claim]})
+
+
+def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
+    md = "\n".join(findings_section(FAST, list(found.values())))
+    assert "does not hold" not in md and "holds" not in md
+    assert "| MRPC | BERT_BASE | No NSP | +27.0 [+" in md and "| 200 × 3/1 | **reproduced** |" in md
+    assert "| MRPC | BERT_BASE | LTR & No NSP | -15.0 [" in md and "**contradicted** |" in md
+    assert "| SST-2 | BERT_BASE | No NSP | +0.0 [-" in md and "**unresolved at this scale** |" in md
+    assert "| MNLI-m | BERT_BASE | No NSP | — | — | **not measured** (BERT_BASE: no data; No NSP: not run) |" in md
+    assert ("### 5. Larger models reach lower held-out masked-LM perplexity (Table 6): 5 reproduced, 0 contradicted, "
+            "0 unresolved at this scale, 9 not measured of 14 pairs") in md
+    assert md.count("cover held-out instances only: each size has one pretraining run") == 1
+    assert "(1000 draws" in md
+
+
+def test_metrics_json_holds_every_contrast(tmp_path: Path) -> None:
+    from bertlab.report.render import metrics
+
+    found = claims(tmp_path)
+    out = json.loads(json.dumps(metrics([], list(found.values()))))
+    assert sum(len(c["pairs"]) for c in out["claims"].values()) == sum(len(f.pairs) for f in found.values())
+    mrpc = out["claims"]["nsp_helps"]["pairs"]["mrpc: bert vs nonsp"]
+    assert (mrpc["estimate"], mrpc["verdict"], mrpc["n_items"]) == (27.0, "reproduced", 200)
+    assert mrpc["low"] > 0 and mrpc["high"] > mrpc["estimate"]
+    missing = out["claims"]["nsp_helps"]["pairs"]["mnli: bert vs nonsp"]
+    assert (missing["estimate"], missing["low"], missing["verdict"]) == (None, None, "not measured")
+    assert out["claims"]["size_ppl"]["summary"].endswith("of 14 pairs")

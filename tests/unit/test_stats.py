@@ -1,0 +1,210 @@
+"""Paired-bootstrap statistics: metrics rebuilt from per-item columns equal the official ones, and each verdict."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+from seqeval.metrics.sequence_labeling import get_entities
+
+from bertlab import stats
+from bertlab.metrics import entity_f1, glue_metrics, squad_scores
+
+N = 60
+RESAMPLE = np.random.default_rng(7).integers(0, N, N)  # item indices with repeats, as one bootstrap draw
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+def classification_run(rng: np.random.Generator, labels: np.ndarray, p_correct: float) -> dict[str, np.ndarray]:
+    """Predictions right with probability `p_correct`, else another class."""
+    wrong = (labels + rng.integers(1, labels.max() + 1, len(labels))) % (labels.max() + 1)
+    return {"pred": np.where(rng.random(len(labels)) < p_correct, labels, wrong), "label": labels}
+
+
+@pytest.mark.parametrize(
+    ("task", "metric", "classes"), [("mnli", "accuracy", 3), ("mrpc", "f1", 2), ("cola", "matthews", 2)]
+)
+@pytest.mark.parametrize("idx", [None, RESAMPLE], ids=["all", "resample"])
+def test_classification_equals_glue(task: str, metric: str, classes: int, idx, rng) -> None:
+    cols = classification_run(rng, rng.integers(0, classes, N), 0.7)
+    take = slice(None) if idx is None else idx
+    official = glue_metrics(task, cols["pred"][take], cols["label"][take])[metric]
+    assert stats.score("classification", metric, cols, idx) == pytest.approx(official, abs=1e-4)
+
+
+@pytest.mark.parametrize(("task", "metric"), [("cola", "matthews"), ("mrpc", "f1")])
+def test_constant_predictions_score_zero_like_glue(task: str, metric: str, rng) -> None:
+    cols = {"pred": np.zeros(N, dtype=int), "label": rng.integers(0, 2, N)}
+    assert stats.score("classification", metric, cols) == 0.0 == glue_metrics(task, cols["pred"], cols["label"])[metric]
+
+
+@pytest.mark.parametrize("metric", ["pearson", "spearman"])
+@pytest.mark.parametrize("idx", [None, RESAMPLE], ids=["all", "resample"])
+def test_regression_equals_glue(metric: str, idx, rng) -> None:
+    label = rng.integers(0, 6, N).astype(float)  # ties, as STS-B's labels have
+    cols = {"pred": label + rng.normal(0, 1.5, N), "label": label}
+    take = slice(None) if idx is None else idx
+    official = glue_metrics("stsb", cols["pred"][take], cols["label"][take])[metric]
+    assert stats.score("regression", metric, cols, idx) == pytest.approx(official, abs=1e-3)
+
+
+def test_regression_constant_prediction_is_nan(rng) -> None:
+    cols = {"pred": np.full(N, 2.5), "label": rng.normal(size=N)}
+    assert math.isnan(stats.score("regression", "pearson", cols))
+
+
+def test_span_equals_squad_on_all_and_resampled_questions(rng) -> None:
+    words = "red blue green cat dog the a sat ran".split()
+    refs = {str(q): [" ".join(rng.choice(words, 2)) for _ in range(2)] for q in range(N)}
+    preds = {q: " ".join(rng.choice(words, int(rng.integers(1, 4)))) for q in refs}
+    per_q = [squad_scores({q: preds[q]}, {q: refs[q]}) for q in refs]
+    cols = {key: np.array([s[key] for s in per_q]) for key in ("exact_match", "f1")}
+    for idx, ids in [(None, list(refs)), (RESAMPLE, [str(i) for i in RESAMPLE])]:
+        keys = [(f"{k}-{q}", q) for k, q in enumerate(ids)]  # a question drawn twice counts twice
+        official = squad_scores({key: preds[q] for key, q in keys}, {key: refs[q] for key, q in keys})
+        for metric in ("exact_match", "f1"):
+            assert stats.score("span", metric, cols, idx) == pytest.approx(official[metric], abs=1e-4)
+
+
+def test_tagging_equals_seqeval_entity_scores(rng) -> None:
+    tags = ["O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    gold = [list(rng.choice(tags, int(rng.integers(1, 8)))) for _ in range(N)]
+    pred = [[t if rng.random() < 0.7 else str(rng.choice(tags)) for t in sent] for sent in gold]
+    gold[0] = pred[0] = ["O"]  # a sentence without entities
+    counts = []
+    for g, p in zip(gold, pred):
+        ge, pe = set(get_entities(g)), set(get_entities(p))
+        counts.append((len(ge & pe), len(pe - ge), len(ge - pe)))
+    cols = dict(zip(("tp", "fp", "fn"), np.array(counts).T))
+    for idx in (None, RESAMPLE):
+        take = range(N) if idx is None else idx
+        official = entity_f1([gold[i] for i in take], [pred[i] for i in take])
+        for metric in ("f1", "precision", "recall"):
+            assert stats.score("tagging", metric, cols, idx) == pytest.approx(official[metric], abs=1e-9)
+
+
+def test_tagging_without_entities_scores_zero() -> None:
+    cols = {"tp": np.zeros(3), "fp": np.zeros(3), "fn": np.zeros(3)}
+    assert stats.score("tagging", "f1", cols) == 0.0 == entity_f1([["O"]] * 3, [["O"]] * 3)["f1"]
+
+
+def test_lm_perplexity_pools_tokens() -> None:
+    cols = {"loss_sum": np.array([2.0, 9.0, 1.0]), "count": np.array([1, 3, 1])}
+    assert stats.score("lm", "ppl", cols) == pytest.approx(math.exp(12 / 5))
+    assert stats.score("lm", "ppl", cols, np.array([1, 1, 2])) == pytest.approx(math.exp(19 / 7))
+
+
+def test_unknown_metric_raises() -> None:
+    with pytest.raises(ValueError, match="spearman"):
+        stats.score("classification", "spearman", {"pred": np.zeros(2), "label": np.zeros(2)})
+
+
+def accuracy_sides(rng, p_a: float, p_b: float, n: int = 800, seeds: int = 2):
+    labels = rng.integers(0, 2, n)
+    return tuple([classification_run(rng, labels, p) for _ in range(seeds)] for p in (p_a, p_b))
+
+
+@pytest.mark.parametrize(
+    ("p_a", "p_b", "verdict"),
+    [(0.8, 0.6, stats.REPRODUCED), (0.6, 0.8, stats.CONTRADICTED), (0.7, 0.7, stats.UNRESOLVED)],
+)
+def test_compare_verdicts(p_a: float, p_b: float, verdict: str, rng) -> None:
+    a, b = accuracy_sides(rng, p_a, p_b)
+    c = stats.compare(a, b, "classification", "accuracy", draws=500)
+    assert c.verdict == verdict
+    assert c.low <= c.estimate <= c.high and (c.n_items, c.runs_a, c.runs_b) == (800, 2, 2)
+    mean_a, mean_b = (np.mean([stats.score("classification", "accuracy", r) for r in side]) for side in (a, b))
+    assert c.estimate == pytest.approx(mean_a - mean_b)
+    assert abs(c.estimate - 100 * (p_a - p_b)) < 5  # the estimate is the difference of the two means
+    assert stats.compare(a, b, "classification", "accuracy", draws=500) == c  # deterministic for a seed
+
+
+def test_same_run_on_both_sides_is_a_zero_width_tie(rng) -> None:
+    a, _ = accuracy_sides(rng, 0.7, 0.7, seeds=1)  # items are paired, and a side with one run keeps it
+    c = stats.compare(a, a, "classification", "accuracy", draws=200)
+    assert (c.estimate, c.low, c.high, c.verdict) == (0.0, 0.0, 0.0, stats.UNRESOLVED)
+
+
+def test_perplexity_lower_is_better(rng) -> None:
+    count = rng.integers(5, 20, 300)
+    low, high = ({"loss_sum": count * (mean + rng.normal(0, 0.3, 300)), "count": count} for mean in (3.0, 3.5))
+    assert not stats.higher_is_better("ppl") and stats.higher_is_better("accuracy")
+    assert stats.compare([low], [high], "lm", "ppl", draws=300).verdict == stats.REPRODUCED
+    assert stats.compare([high], [low], "lm", "ppl", draws=300).verdict == stats.CONTRADICTED
+
+
+def test_not_measured(rng) -> None:
+    a, b = accuracy_sides(rng, 0.8, 0.6)
+    empty = stats.compare(a, [], "classification", "accuracy")
+    assert empty.verdict == stats.NOT_MEASURED and (empty.runs_a, empty.runs_b) == (2, 0) and math.isnan(empty.estimate)
+    label = rng.normal(size=100)
+    constant = {"pred": np.zeros(100), "label": label}
+    good = {"pred": label + rng.normal(size=100), "label": label}
+    assert stats.compare([good], [constant], "regression", "pearson").verdict == stats.NOT_MEASURED
+
+
+def test_different_item_counts_raise(rng) -> None:
+    a, _ = accuracy_sides(rng, 0.7, 0.7, n=100)
+    _, b = accuracy_sides(rng, 0.7, 0.7, n=120)
+    with pytest.raises(ValueError, match="item counts"):
+        stats.compare(a, b, "classification", "accuracy")
+
+
+@pytest.mark.parametrize(
+    ("p_model", "status"), [(0.95, stats.ABOVE_FLOOR), (0.4, stats.BELOW_FLOOR), (None, stats.AT_FLOOR)]
+)
+def test_floor_status(p_model: float | None, status: str, rng) -> None:
+    labels = (rng.random(500) < 0.7).astype(int)  # majority class 1 scores about 70
+    floor = {"pred": np.ones(500, dtype=int), "label": labels}
+    runs = [floor] if p_model is None else [classification_run(rng, labels, p_model) for _ in range(2)]
+    got, contrast = stats.floor_status(runs, floor, "classification", "accuracy", draws=300)
+    assert got == status and contrast.runs_b == 1
+
+
+def test_summarize() -> None:
+    def c(verdict: str) -> stats.Contrast:
+        return stats.Contrast(0.0, 0.0, 0.0, verdict, 10, 2, 2)
+
+    verdicts = [stats.REPRODUCED] * 3 + [stats.CONTRADICTED] + [stats.UNRESOLVED] * 10
+    assert stats.summarize([c(v) for v in verdicts]) == (
+        "3 reproduced, 1 contradicted, 10 unresolved at this scale of 14 pairs"
+    )
+    assert stats.summarize([c(stats.NOT_MEASURED)]) == (
+        "0 reproduced, 0 contradicted, 0 unresolved at this scale, 1 not measured of 1 pair"
+    )
+
+
+def test_interval_covers_the_true_difference_95_percent_of_the_time() -> None:
+    """300 simulated paired experiments, true accuracy difference 5 points: 400 items x 2 seeds a side.
+
+    Items have a shared difficulty (70% of each run's per-item outcomes follow it, so A and B are paired),
+    and each seed shifts its run's accuracy by N(0, 2 points).
+    """
+    rng = np.random.default_rng(1)
+
+    def side(difficulty: np.ndarray, labels: np.ndarray, p: float) -> list[dict[str, np.ndarray]]:
+        runs = []
+        for _ in range(2):
+            u = np.where(rng.random(400) < 0.7, difficulty, rng.random(400))  # uniform, so P(correct) = p + shift
+            correct = u < p + rng.normal(0, 0.02)
+            runs.append({"pred": np.where(correct, labels, 1 - labels), "label": labels})
+        return runs
+
+    covered = 0
+    for i in range(300):
+        difficulty, labels = rng.random(400), rng.integers(0, 2, 400)
+        a, b = side(difficulty, labels, 0.75), side(difficulty, labels, 0.70)
+        c = stats.compare(a, b, "classification", "accuracy", draws=600, seed=i)
+        covered += c.low <= 5.0 <= c.high
+    assert 0.91 <= covered / 300 <= 0.98
+
+
+def test_compare_is_fast_at_mnli_scale(rng) -> None:
+    a, b = accuracy_sides(rng, 0.8, 0.79, n=5463)
+    start = time.perf_counter()
+    stats.compare(a, b, "classification", "accuracy", draws=2000)
+    assert time.perf_counter() - start < 2.0  # ~0.2 s alone on a 2-core machine; the report calls it ~100 times
