@@ -147,6 +147,27 @@ def test_an_unwritable_output_directory_is_refused_before_training(data: Path, m
                           f"{blocked}/pretrain")
 
 
+@pytest.mark.parametrize("tokenizer", ["smaller", "larger"])
+def test_a_tokenizer_other_than_the_encoders_is_refused(tokenizer: str, data: Path, mirror: Path,
+                                                         tmp_path: Path) -> None:
+    """The encoder `bert` was pretrained with data/tokenizer; `small` with one of 10 fewer tokens."""
+    from tokenizers import Tokenizer
+
+    other = tmp_path / "data"
+    shutil.copytree(data, other)
+    original = (other / "tokenizer/tokenizer.json").read_bytes()
+    size = Tokenizer.from_file(str(other / "tokenizer/tokenizer.json")).get_vocab_size()
+    assert stage("tokenizer", other, f"tokenizer.vocab_size={size - 10}", mirror=mirror).returncode == 0
+    encoder = "bert"
+    if tokenizer == "larger":
+        for name, extra in (("pretrain_data", ()), ("pretrain", ("name=small", "pretrain.max_steps=1"))):
+            assert stage(name, other, *extra, mirror=mirror).returncode == 0
+        (other / "tokenizer/tokenizer.json").write_bytes(original)
+        encoder = "small"
+    expect_one_line_error(lambda: run_in_process("finetune", other, [f"finetune.encoder={encoder}"], mirror), other,
+                          "vocab_size")
+
+
 def test_a_bad_run_name_is_refused_as_a_real_command_and_deletes_nothing(data: Path, mirror: Path) -> None:
     before = snapshot(data)
     for name in ("..", ""):
