@@ -129,8 +129,7 @@ def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int, record: 
     """Lightning's trainer with the loggers writing into `work_dir` (the run's files until it completes)."""
     loggers = stage.make_loggers(cfg, "finetune", work_dir, tables_of(OmegaConf.to_container(cfg.ablations), record))
     return pl.Trainer(
-        max_epochs=cfg.finetune.epochs, accelerator=cfg.impl.accelerator, devices=cfg.impl.devices,
-        strategy=cfg.impl.strategy, precision=cfg.impl.precision, gradient_clip_val=cfg.finetune.grad_clip,
+        max_epochs=cfg.finetune.epochs, **stage.trainer_devices(cfg.impl), gradient_clip_val=cfg.finetune.grad_clip,
         logger=loggers, log_every_n_steps=min(10, steps_per_epoch),
         callbacks=[LearningRateMonitor("step"), stage.progress_bar()], enable_checkpointing=False,
         default_root_dir=work_dir, num_sanity_val_steps=0,

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from bertlab import stage
+from bertlab.data.masking import derive_seed
 from bertlab.data.tasks import IGNORE_INDEX, Task
 from bertlab.evaluate import Evaluation, Evaluator, finite
 from bertlab.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
@@ -73,6 +74,8 @@ class FinetuneModule(pl.LightningModule):
             self.bilstm = BiLSTM(size, bilstm_hidden or c.hidden_size, bilstm_layers, dropout=head_dropout)
             size = self.bilstm.output_size
         self.head = SpanHead(size) if task.kind == "span" else LinearHead(size, task.num_labels, head_dropout)
+        if self.bilstm is not None or task.kind in ("span", "tagging"):  # nothing reads the pooler: frozen, so
+            encoder.pooler.requires_grad_(False)  # every trained parameter is in the loss (plain DDP works)
         init_head(self.head, c.initializer_range)
         self.evaluators: list[Evaluator] = []
         self.results: dict[str, dict[str, float | None]] = {}
@@ -137,6 +140,12 @@ class FinetuneModule(pl.LightningModule):
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
 
     # -- training -----------------------------------------------------------------------------------------------
+
+    def on_train_start(self) -> None:
+        """Under DDP, each rank reseeds the global RNG (dropout) by (its seed, its rank), so the ranks' dropout
+        differs; a 1-process run keeps the stage's seeding."""
+        if self.trainer.world_size > 1:
+            torch.manual_seed(derive_seed(torch.initial_seed(), self.trainer.global_rank))
 
     def training_step(self, batch: dict[str, Tensor], _: int) -> Tensor:
         loss = self.loss(self(batch), batch)

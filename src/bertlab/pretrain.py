@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import yaml
 from lightning.pytorch.callbacks import LearningRateMonitor, ThroughputMonitor
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
@@ -70,6 +71,8 @@ def resume_from(ckpt_dir: Path, key: str, max_steps: int) -> Path | None:
     otherwise None, with `ckpt_dir` cleared for a fresh start (an unreadable last.ckpt moved aside first: the run
     is fully determined, so starting afresh gives the same result, only later)."""
     last = ckpt_dir / "last.ckpt"
+    if rank_zero_only.rank > 0:  # DDP re-runs the script in every rank after rank 0 has decided and cleared
+        return last if last.exists() else None
     if last.exists():
         try:
             checkpoint = torch.load(last, map_location="cpu", weights_only=False, mmap=True)
@@ -148,8 +151,8 @@ def run(cfg: DictConfig) -> None:
     record = RunRecord(key, loggers[0])
     trainer = pl.Trainer(
         max_steps=p.max_steps, max_epochs=-1,
-        accelerator=cfg.impl.accelerator, devices=cfg.impl.devices, strategy=cfg.impl.strategy,
-        precision=cfg.impl.precision, gradient_clip_val=p.grad_clip, accumulate_grad_batches=p.accumulate_grad_batches,
+        **stage.trainer_devices(cfg.impl), gradient_clip_val=p.grad_clip,
+        accumulate_grad_batches=p.accumulate_grad_batches,
         val_check_interval=p.val_every_steps * p.accumulate_grad_batches, check_val_every_n_epoch=None,
         logger=loggers, log_every_n_steps=10, use_distributed_sampler=False, enable_checkpointing=False,
         callbacks=[

@@ -1,10 +1,12 @@
 """The pretraining run in Lightning: the module, its data, and what makes a resumed run the uninterrupted one.
 
-Everything random is a function of (seed, global batch index): the data order (`SeededBatches`), the MLM masks
-(`PretrainingCollator(seed=...)`) and dropout (the global RNG reseeded before each training batch). Lightning's epochs
-are checkpoint intervals and a checkpoint is written whole at each interval's end (`EpochEndCheckpoint`), after that
-step's logging and validation, so a rerun after a kill repeats nothing and misses nothing. `RunRecord` keeps in the
-checkpoint what the earlier processes of a run contributed: the training time and the training curve.
+Everything random is a function of (seed, batch tag), the tag being global batch index x world size + rank (in a
+1-process run, the batch index; in DDP each rank draws its own): the data order and shard (`SeededBatches`), the MLM
+masks (`PretrainingCollator(seed=...)`) and dropout (the global RNG reseeded before each training batch).
+Lightning's epochs are checkpoint intervals and a checkpoint is written whole at each interval's end
+(`EpochEndCheckpoint`), after that step's logging and validation, so a rerun after a kill repeats nothing and misses
+nothing. `RunRecord` keeps in the checkpoint what the earlier processes of a run contributed: the training time and
+the training curve. Under DDP only global rank zero writes checkpoints and outputs.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class PretrainModule(pl.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self.model = BertForPretraining(BertConfig(**model), nsp=objective["nsp"])
+        if not objective["nsp"]:  # only NSP reads the pooler: frozen, so DDP finds no unused parameter (exported
+            self.model.encoder.pooler.requires_grad_(False)  # as initialised, as it was before)
         self.causal = objective["causal"]
         self.seed = seed
         self.heldout: tuple[np.ndarray, np.ndarray] | None = None
@@ -98,7 +102,8 @@ def heldout_losses(model: BertForPretraining, batch: dict[str, torch.Tensor], ca
 
 class PretrainData(pl.LightningDataModule):
     """Training batches from `SeededBatches` (Lightning's epoch = `checkpoint_every` optimizer steps, from the
-    trainer's global step, sharded by its rank) masked per batch tag; the held-out instances in order with their fixed masks (every rank scores all of them)."""
+    trainer's global step, sharded by its rank) masked per batch tag; the held-out instances in order with their
+    fixed masks (every rank scores all of them, so rank zero's perplexity counts each instance once)."""
 
     def __init__(self, train: Instances, heldout: Instances, collate: dict[str, Any], *, batch_size: int, seed: int,
                  checkpoint_every: int, heldout_mask_seed: int, num_workers: int) -> None:

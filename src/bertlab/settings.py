@@ -80,7 +80,7 @@ SETTINGS: dict[str, Number] = {
     "finetune.bilstm_hidden": count(nullable=True), "finetune.bilstm_layers": count(),
     "finetune.doc_stride": count(), "finetune.max_query_length": count(), "finetune.n_best_size": count(),
     "finetune.max_answer_length": count(),
-    "impl.threads": count(nullable=True), "impl.num_workers": count(0),
+    "impl.threads": count(nullable=True), "impl.num_workers": count(0), "impl.num_nodes": count(nullable=True),
 }
 
 

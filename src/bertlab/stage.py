@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -131,6 +132,27 @@ def apply_impl(impl: DictConfig) -> None:
     """Speed-only process settings."""
     if impl.threads:
         torch.set_num_threads(int(impl.threads))
+
+
+def num_nodes(impl: DictConfig) -> int:
+    """`impl.num_nodes`, or when it is null the launcher's node count (SLURM's `SLURM_NNODES`, torchrun's
+    `WORLD_SIZE / LOCAL_WORLD_SIZE`), else 1: Lightning checks it against the processes the launcher started."""
+    if impl.get("num_nodes") is not None:
+        return int(impl.num_nodes)
+    env = os.environ
+    if "SLURM_NNODES" in env:
+        return int(env["SLURM_NNODES"])
+    if "WORLD_SIZE" in env and "LOCAL_WORLD_SIZE" in env:
+        return max(1, int(env["WORLD_SIZE"]) // int(env["LOCAL_WORLD_SIZE"]))
+    return 1
+
+
+def trainer_devices(impl: DictConfig) -> dict[str, Any]:
+    """The Trainer's accelerator, devices, num_nodes, strategy and precision from `impl` (both training stages).
+    Every parameter a run trains is in its loss (the code freezes the rest), so plain DDP needs no unused-parameter
+    search."""
+    return {"accelerator": impl.accelerator, "devices": impl.devices, "num_nodes": num_nodes(impl),
+            "strategy": impl.strategy, "precision": impl.precision}
 
 
 def progress_bar():
