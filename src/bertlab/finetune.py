@@ -71,9 +71,7 @@ def missing_data_reason(data_dir: Path, task: str) -> str | None:
 
 
 def load_tokenizer(data_dir: Path) -> tuple[Tokenizer, Path]:
-    path = data_dir / "tokenizer" / "tokenizer.json"
-    if not path.exists():
-        raise stage.UserError(f"no tokenizer at {path} (run the tokenizer stage)")
+    path = stage.require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     return Tokenizer.from_file(str(path)), path
 
 
