@@ -102,7 +102,8 @@ def task_data(cfg: DictConfig, task: Task, tokenizer: Tokenizer, positions: int)
                              ft.max_query_length, positions)
     data = TaskDataModule(
         task, Path(cfg.data_dir) / "download" / "tasks" / task.name, tokenizer, lengths, batch_size=ft.batch_size,
-        num_workers=int(cfg.impl.num_workers), subsample_seed=ft.subsample_seed,
+        eval_batch_size=cfg.impl.eval_batch_size, num_workers=int(cfg.impl.num_workers),
+        subsample_seed=ft.subsample_seed,
         max_train_examples=ft.squad_max_train_examples if span else ft.max_train_examples,
         max_eval_examples=ft.squad_max_eval_examples if span else ft.max_eval_examples,
         n_best_size=ft.n_best_size, max_answer_length=ft.max_answer_length,
@@ -113,9 +114,10 @@ def task_data(cfg: DictConfig, task: Task, tokenizer: Tokenizer, positions: int)
 
 def build_module(cfg: DictConfig, task: Task, encoder: BertEncoder, causal: bool) -> FinetuneModule:
     ft = cfg.finetune
+    head_lr = ft.feature_head_lr if ft.mode == "feature_based" and ft.feature_head_lr is not None else ft.head_lr
     module = FinetuneModule(
         encoder, task, mode=ft.mode, features=ft.features, bilstm=ft.bilstm, bilstm_hidden=ft.bilstm_hidden,
-        bilstm_layers=ft.bilstm_layers, head_dropout=ft.head_dropout, causal=causal, lr=ft.lr, head_lr=ft.head_lr,
+        bilstm_layers=ft.bilstm_layers, head_dropout=ft.head_dropout, causal=causal, lr=ft.lr, head_lr=head_lr,
         warmup_ratio=ft.warmup_ratio, weight_decay=ft.weight_decay, betas=tuple(ft.betas), eps=ft.eps,
     )
     if cfg.impl.compile:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,23 @@ def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
             "floor": {"name": unigram.FLOOR_NAME, **columns(*floor)}}
 
 
+def finished_twin(runs_dir: Path, name: str, key: str) -> Path | None:
+    """Another run in `runs_dir` that finished with the same run key (e.g. Table 6's 12/768/12 row where a profile
+    gives Table 6 the same budget as `bert`), so that one training serves both names."""
+    for metrics in sorted(runs_dir.glob("*/metrics.json")):
+        if metrics.parent.name != name and stage.read_json(metrics).get("run_key") == key:
+            return metrics.parent
+    return None
+
+
+def copy_twin(twin: Path, out: Path, name: str) -> None:
+    """`twin`'s outputs as run `name`'s (its metrics.json names `name`, and says whose training it is)."""
+    with stage.atomic_dir(out) as tmp:
+        shutil.copytree(twin, tmp, dirs_exist_ok=True)
+        metrics = stage.read_json(tmp / "metrics.json")
+        stage.write_json(tmp / "metrics.json", metrics | {"name": name, "trained_as": metrics.get("trained_as", metrics["name"])})
+
+
 @stage.main
 def run(cfg: DictConfig) -> None:
     data_dir = Path(cfg.data_dir)
@@ -142,6 +160,12 @@ def run(cfg: DictConfig) -> None:
 
     key = run_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
                         counts_file])
+    twin = finished_twin(data_dir / "pretrain", cfg.name, key)
+    if twin is not None:
+        copy_twin(twin, data_dir / "pretrain" / cfg.name, cfg.name)
+        log.info("%s: the same run (settings, code and inputs) as %s, which is finished: its outputs copied, "
+                 "nothing trained", cfg.name, twin)
+        return
     ckpt_dir = data_dir / "checkpoints" / "pretrain" / f"{cfg.name}-{key[:12]}"
     resume = resume_from(ckpt_dir, key, p.max_steps) if p.max_steps > 0 else None
     if resume:
@@ -169,6 +193,7 @@ def run(cfg: DictConfig) -> None:
     if not trainer.is_global_zero:
         return
 
+    global_batch = p.batch_size * p.accumulate_grad_batches * trainer.world_size
     scored = module.heldout
     floor = unigram.item_losses(data.val_dataloader(), unigram.log_probs(np.load(counts_file)))
     ppl, floor_ppl = unigram.perplexity(*scored), unigram.perplexity(*floor)
@@ -184,8 +209,10 @@ def run(cfg: DictConfig) -> None:
                       "num_heads": config.num_heads, "intermediate_size": config.intermediate_size},
             "preset": cfg.model.name, "parameters": n_params,
             "steps": trainer.global_step, "train_seconds": round(seconds, 1),
+            "global_batch": global_batch, "max_seq_length": seq,
+            "train_tokens": trainer.global_step * global_batch * seq,  # positions, padding included
             "heldout_mlm_loss": math.log(ppl), "heldout_ppl": ppl, "heldout_unigram_ppl": floor_ppl,
-            "heldout_kind": kind,
+            "heldout_kind": kind, "run_key": key,
         })
     stage.remove_tree(ckpt_dir, ckpt_dir.parent)
     log.info("held-out perplexity %.2f (unigram floor %.2f) after %d steps", ppl, floor_ppl, trainer.global_step)

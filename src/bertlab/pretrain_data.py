@@ -27,6 +27,7 @@ from bertlab.data.instances import (
     NOT_NEXT, InstanceDataset, Instances, create_nsp_instances, create_packed_instances, save_instances,
 )
 from bertlab.data.masking import PretrainingCollator
+from bertlab.data.task_text import added_documents
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ def run(cfg: DictConfig) -> None:
                               f"need more than heldout_documents={c.heldout_documents}")
     log.info("tokenizing %d documents (%.1f M characters)", len(texts), sum(map(len, texts)) / 1e6)
     heldout_docs = tokenize_documents(texts[: c.heldout_documents], tokenizer)
-    train_docs = tokenize_documents(texts[c.heldout_documents :], tokenizer)
+    added = added_documents(c, cfg.download.tasks, data_dir / "download" / "tasks")
+    train_docs = tokenize_documents(texts[c.heldout_documents :] + added, tokenizer)
     require_sentence_pairs(train_docs, "the training documents")
     require_sentence_pairs(heldout_docs, f"the {c.heldout_documents} held-out documents (corpus.heldout_documents)")
     vocab = tokenizer.get_vocab_size()
@@ -84,7 +86,7 @@ def run(cfg: DictConfig) -> None:
     counts = unigram.token_counts(sets["train_packed"], vocab)
     logp = unigram.log_probs(counts)
     stats = {
-        "documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
+        "documents": {"train": len(train_docs), "heldout": len(heldout_docs), "from_task_text": len(added)},
         "train_tokens": int(sum(s.size for doc in train_docs for s in doc)),
         "instances": {name: len(inst) for name, inst in sets.items()},
         "nsp": nsp_stats(sets["train_nsp"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from bertlab import stage
 from bertlab.data.corpus import sample_documents
+from bertlab.data.task_text import added_documents
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +82,9 @@ def run(cfg: DictConfig) -> None:
     if t.kind not in KINDS:
         raise stage.UserError(f"tokenizer.kind={t.kind!r}: expected one of {', '.join(KINDS)}")
     corpus = datasets.load_from_disk(str(stage.require(Path(cfg.data_dir) / "download" / "corpus", "download")))
+    added = added_documents(cfg.corpus, cfg.download.tasks, Path(cfg.data_dir) / "download" / "tasks")
     tok = train_tokenizer(
-        sample_documents(corpus["text"], t.max_chars, cfg.corpus.seed),
+        itertools.chain(sample_documents(corpus["text"], t.max_chars, cfg.corpus.seed), added),
         kind=t.kind, vocab_size=t.vocab_size, lowercase=t.lowercase, min_frequency=t.min_frequency,
     )
     if tok.get_vocab_size() > t.vocab_size:  # the trainer keeps every character it saw, whatever the size asked

@@ -98,17 +98,17 @@ def test_size_pairs_ordered_by_non_embedding_parameters(found) -> None:
     measured = {(p.a.key, p.b.key): p.contrast for p in ppl.pairs if p.contrast.verdict != stats.NOT_MEASURED}
     # ppl 60 (0.45M), 52 and 50 (0.90M), 40 (1.80M): A - B is negative when the larger model is better
     assert {k: round(c.estimate, 6) for k, c in measured.items()} == {
-        ("L6_H768_A3", "L3_H768_A12"): -8.0, ("L6_H768_A12", "L3_H768_A12"): -10.0, ("bert", "L3_H768_A12"): -20.0,
-        ("bert", "L6_H768_A3"): -12.0, ("bert", "L6_H768_A12"): -10.0}
+        ("L6_H768_A3", "L3_H768_A12"): -8.0, ("L6_H768_A12", "L3_H768_A12"): -10.0, ("L12_H768_A12", "L3_H768_A12"): -20.0,
+        ("L12_H768_A12", "L6_H768_A3"): -12.0, ("L12_H768_A12", "L6_H768_A12"): -10.0}
     assert {c.verdict for c in measured.values()} == {stats.REPRODUCED}
     assert all(c.n_items == 300 and c.runs_a == c.runs_b == 1 for c in measured.values())
-    assert pair(ppl, "ppl", "L24_H1024_A16", "bert").reason == "24/1024/16: not run"
+    assert pair(ppl, "ppl", "L24_H1024_A16", "L12_H768_A12").reason == "24/1024/16: not run"
     assert ppl.summary == "5 reproduced, 0 contradicted, 0 unresolved at this scale, 9 not measured of 14 pairs"
 
 
 def test_a_larger_model_with_higher_perplexity_is_contradicted(tmp_path: Path) -> None:
-    worse = PRETRAIN | {"bert": pre("bert", BASE, SMALL, 1_800_000, 70.0)}
-    c = pair(claims(tmp_path, pretrain=worse)["size_ppl"], "ppl", "bert", "L3_H768_A12").contrast
+    worse = PRETRAIN | {"L12_H768_A12": pre("L12_H768_A12", BASE, SMALL, 1_800_000, 70.0)}
+    c = pair(claims(tmp_path, pretrain=worse)["size_ppl"], "ppl", "L12_H768_A12", "L3_H768_A12").contrast
     assert (c.estimate, c.verdict) == (pytest.approx(10.0), stats.CONTRADICTED)
 
 

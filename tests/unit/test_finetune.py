@@ -392,3 +392,26 @@ def test_a_tokenizer_that_is_not_the_encoders_stops_before_training(data_dir: Pa
     assert f"{tokenizer_file} has {tokens} tokens" in message
     assert f"{data_dir / 'pretrain' / name / CONFIG} has vocab_size {tokens + delta}" in message
     assert not (data_dir / "finetune" / name).exists() and not (data_dir / "checkpoints" / "finetune" / name).exists()
+
+
+@pytest.mark.parametrize("task", ["sst2", "conll2003", "squad"])
+def test_evaluation_batches_change_no_prediction(data_dir: Path, task: str) -> None:
+    """Evaluation runs in order of length in batches of `impl.eval_batch_size` (speed only): the same items and
+    metrics as row by row in dev-set order."""
+    results = [finetune(config(data_dir, f"name=evalbatch-{task}-{b}", f"task={task}", f"impl.eval_batch_size={b}",
+                               "finetune.epochs=1", "finetune.lr=1e-3"))
+               for b in (1, 64)]
+    one, many = (r.items for r in results)
+    assert one["model"].keys() == many["model"].keys()
+    for key in one["model"]:
+        assert np.allclose(one["model"][key], many["model"][key], rtol=1e-5, atol=1e-6), key
+    assert results[0].record["headline"] == pytest.approx(results[1].record["headline"], rel=1e-5)
+
+
+def test_feature_head_lr_drives_the_trained_parts_of_feature_based_runs_only(data_dir: Path) -> None:
+    frozen = finetune(config(data_dir, "name=fhl-frozen", "task=conll2003", "finetune.mode=feature_based",
+                             "finetune.features=last", "finetune.feature_head_lr=5e-3", "finetune.head_lr=1e-4",
+                             "finetune.epochs=1")).module
+    whole = finetune(config(data_dir, "name=fhl-whole", "task=conll2003", "finetune.feature_head_lr=5e-3",
+                            "finetune.head_lr=1e-4", "finetune.epochs=1")).module
+    assert frozen.head_lr == 5e-3 and whole.head_lr == 1e-4

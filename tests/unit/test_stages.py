@@ -68,7 +68,7 @@ def test_tokenizer_has_bert_special_tokens_first(prepared: Path) -> None:
 
 def test_pretrain_data_stats(prepared: Path) -> None:
     stats = json.loads((prepared / "pretrain_data/stats.json").read_text())
-    assert stats["documents"] == {"train": 42, "heldout": 2}
+    assert stats["documents"] == {"train": 42, "heldout": 2, "from_task_text": 0}
     assert 0 < stats["instances"]["heldout_nsp"] <= 16  # capped at heldout_instances
     assert 0.3 < stats["nsp"]["not_next_ratio_multi_sentence_chunks"] < 0.7
     assert stats["heldout_unigram_ppl"]["nsp"] > 1

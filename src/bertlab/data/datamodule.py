@@ -120,12 +120,13 @@ class TaskDataModule(pl.LightningDataModule):
 
     def __init__(
         self, task: Task, task_dir: Path, tokenizer: Tokenizer, lengths: Lengths, *, batch_size: int,
-        num_workers: int = 0, max_train_examples: int | None = None, max_eval_examples: int | None = None,
-        subsample_seed: int = 0, n_best_size: int = 20, max_answer_length: int = 30,
+        eval_batch_size: int | None = None, num_workers: int = 0, max_train_examples: int | None = None,
+        max_eval_examples: int | None = None, subsample_seed: int = 0, n_best_size: int = 20, max_answer_length: int = 30,
     ) -> None:
         super().__init__()
         self.task, self.task_dir, self.tokenizer, self.lengths = task, Path(task_dir), tokenizer, lengths
         self.batch_size, self.num_workers = batch_size, num_workers
+        self.eval_batch_size = eval_batch_size or batch_size
         self.max_train_examples, self.max_eval_examples, self.subsample_seed = (
             max_train_examples, max_eval_examples, subsample_seed)
         self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
@@ -161,14 +162,16 @@ class TaskDataModule(pl.LightningDataModule):
         self.prepared = True
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_rows, shuffle=True)
+        return self._loader(self.train_rows, self.batch_size, shuffle=True)
 
     def val_dataloader(self) -> list[DataLoader]:
-        return [self._loader(rows, shuffle=False) for rows in self.eval_rows]
+        """Eval rows by length, so a batch pads little (evaluation puts predictions back in order by `index`)."""
+        return [self._loader(sorted(rows, key=lambda r: len(r["input_ids"])), self.eval_batch_size, shuffle=False)
+                for rows in self.eval_rows]
 
-    def _loader(self, rows: list[dict[str, Any]], shuffle: bool) -> DataLoader:
+    def _loader(self, rows: list[dict[str, Any]], batch_size: int, shuffle: bool) -> DataLoader:
         """Batches padded to their own longest row (dynamic padding)."""
         return DataLoader(
-            rows, batch_size=self.batch_size, shuffle=shuffle, num_workers=self.num_workers,
+            rows, batch_size=batch_size, shuffle=shuffle, num_workers=self.num_workers,
             collate_fn=functools.partial(pad_collate, pad_id=self.pad_id), persistent_workers=self.num_workers > 0,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ import numpy as np
 from bertlab.stage import UserError, read_json
 
 OK, NO_DATA, NOT_RUN = "ok", "no data", "not run"
+STAGES = ("download", "tokenizer", "pretrain_data", "pretrain", "finetune", "ablations")  # in pipeline order
 ITEM_KINDS = {"classification", "regression", "span", "tagging"}
 Columns = dict[str, np.ndarray]
 
@@ -42,6 +43,7 @@ class Results:
     curves: dict[str, list[tuple[int, float]]]  # pretraining run -> (step, train loss)
     manifest: dict[str, Any]
     as_of: str  # modification time of the newest input file
+    timing: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # stage -> run -> seconds
 
 
 def _columns(path: Path, side: Any, n: int, names: set[str] | None) -> Columns:
@@ -88,6 +90,13 @@ def read_curve(path: Path, column: str = "train/loss") -> list[tuple[int, float]
     return sorted(points.items())
 
 
+def read_timing(data_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """{stage: {run: {startup_seconds, process_seconds}}}: what each completed stage process left in
+    `<data_dir>/timing/` (`bertlab.stage.main`) for the budget ledger."""
+    return {stage: {p.stem: read_json(p) for p in sorted((data_dir / "timing" / stage).glob("*.json"))}
+            for stage in STAGES if (data_dir / "timing" / stage).is_dir()}
+
+
 def collect(data_dir: Path) -> Results:
     """Read every pretraining and fine-tuning result with its per-item file, and the download manifest."""
     manifest_file = data_dir / "download" / "manifest.json"
@@ -117,4 +126,5 @@ def collect(data_dir: Path) -> Results:
         curves={name: points for name, points in curves.items() if points},
         manifest=read_json(manifest_file),
         as_of=datetime.fromtimestamp(newest, timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        timing=read_timing(data_dir),
     )

@@ -35,7 +35,7 @@ def _number(value: float | None, digits: int = 1) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
@@ -94,13 +94,13 @@ def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]
         if any(p.column == PPL for p in f.pairs):
             lines += [PPL_NOTE, ""]
         rows = [_pair_row(p, label) for p in f.pairs]
-        lines += _table(["column", "A", "B", "A − B [95% interval]", "items × seeds A/B", "verdict"], rows)
+        lines += table(["column", "A", "B", "A − B [95% interval]", "items × seeds A/B", "verdict"], rows)
     return lines
 
 
 def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry], findings: list[Finding],
-                    figures: list[Path], profile: str, commit: str) -> str:
-    """The whole report: header, Tables 5-7 beside the paper with floors, figures, findings."""
+                    figures: list[Path], profile: str, commit: str, ledger: list[str] = ()) -> str:
+    """The whole report: header, Tables 5-7 beside the paper with floors, figures, findings, the `ledger` lines."""
     label = {t: c["label"] for t, c in spec["columns"].items()}
     man = results.manifest
     source = "the Hugging Face hub" if man["source"] == "hub" else f"a local mirror of the hub (`{man['source']}`)"
@@ -117,7 +117,7 @@ def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry]
     lines += ["", LEGEND, "", "## Table 5: pre-training tasks (BERT-base, dev)", ""]
     t5 = spec["table5"]["tasks"]
     rows = [[c[t5[0]].row] + [x for t in t5 for x in _cells(c[t])] for c in _grid(entries, "table5").values()]
-    lines += _table([""] + _header(label, t5), rows) + _floor_names(entries, "table5", label)
+    lines += table([""] + _header(label, t5), rows) + _floor_names(entries, "table5", label)
 
     lines += ["", "## Table 6: model size (dev accuracy; LM perplexity on held-out pretraining data)", ""]
     t6 = spec["table6"]
@@ -132,7 +132,7 @@ def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry]
                     + [x for t in t6["tasks"] for x in _cells(c[t])])
     header = ["#L/#H/#A (paper)", "trained as", "non-emb. params", "steps", "LM ppl paper", "LM ppl ours",
               "unigram ppl (floor)"]
-    lines += _table(header + _header(label, t6["tasks"]), rows) + _floor_names(entries, "table6", label)
+    lines += table(header + _header(label, t6["tasks"]), rows) + _floor_names(entries, "table6", label)
     lines += ["", "Our perplexities use our corpus and vocabulary: compare their order, not their size, with the "
               "paper's; the unigram perplexity of the same held-out positions is the floor any LM must go below."]
 
@@ -140,9 +140,11 @@ def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry]
     title = f"{label[t7['task']]} NER, fine-tuning vs frozen features (`{t7['encoder']}`, dev F1)"
     lines += ["", f"## Table 7: {title}", ""]
     rows = [[e.row, *_cells(e)] for e in entries if e.table == "table7"]
-    lines += _table(["Strategy", "paper", "ours", "floor"], rows) + _floor_names(entries, "table7", label)
+    lines += table(["Strategy", "paper", "ours", "floor"], rows) + _floor_names(entries, "table7", label)
 
     if figures:
         lines += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
     lines += ["", *findings_section(spec, findings)]
+    if ledger:
+        lines += ["", *ledger]
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from typing import Any
 from bertlab.report.cells import Entry, build_entries
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.collect import Results
+from bertlab.report.ledger import ledger_section
 from bertlab.report.markdown import render_markdown
 from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
 from bertlab.report.tables import TABLES
@@ -92,5 +93,6 @@ def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commi
         write_csv(out / f"ablations_{table}.csv", CSV_FIELDS, csv_rows(entries, table))
     write_csv(out / "ablations_findings.csv", FINDING_FIELDS, finding_rows(findings))
     write_json(out / "metrics.json", metrics(entries, findings))
-    (out / "ablations.md").write_text(render_markdown(spec, results, entries, findings, figures, profile, commit))
+    (out / "ablations.md").write_text(render_markdown(spec, results, entries, findings, figures, profile, commit,
+                                                         ledger_section(results)))
     return Report(entries, findings, figures)

@@ -1,0 +1,68 @@
+"""The budget ledger: per-process times from `stage.main`, summed per stage kind beside each run's budget."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bertlab.report.collect import Results, read_timing
+from bertlab.report.ledger import finetune_rows, ledger_section, pretrain_rows, stage_rows
+from bertlab.stage import process_age, write_json
+
+
+def results(timing: dict) -> Results:
+    pretrain = {"bert": {"objective": "mlm_nsp", "steps": 600, "train_tokens": 600 * 32 * 128, "train_seconds": 300.0,
+                         "heldout_ppl": 500.0, "heldout_unigram_ppl": 1000.0}}
+    ok = {"status": "ok", "mode": "finetune", "features": None, "bilstm": False, "train_seconds": 30.0,
+          "eval_seconds": 6.0}
+    finetune = [{**ok, "name": f"sst2-{e}-finetune-{s}", "task": "sst2", "encoder": e, "seed": s, "steps": 300}
+                for e in ("bert", "scratch") for s in (1, 2)]
+    finetune += [{**ok, "name": "squad-bert-finetune-1", "task": "squad", "encoder": "bert", "seed": 1, "steps": 150},
+                 {"name": "mnli-bert-finetune-1", "task": "mnli", "encoder": "bert", "seed": 1, "mode": "finetune",
+                  "status": "no data"}]
+    return Results(finetune=finetune, items={}, pretrain=pretrain, heldout={}, curves={}, manifest={}, as_of="",
+                   timing=timing)
+
+
+def test_stage_rows_sum_process_and_start_up_time_of_the_runs_the_report_reads() -> None:
+    t = {"startup_seconds": 6.0, "process_seconds": 60.0}
+    timing = {"download": {"download": {"startup_seconds": 3.0, "process_seconds": 30.0}},
+              "pretrain": {"bert": {"startup_seconds": 6.0, "process_seconds": 306.0}, "gone": t},  # gone: stale
+              "finetune": {r["name"]: t for r in results({}).finetune},
+              "ablations": {"ablations": t}}                                  # this report's own earlier run
+    rows = stage_rows(results(timing))
+    assert rows[:3] == [["`download`", "1", "0.5", "0.1"], ["`pretrain`", "1", "5.1", "0.1"],
+                        ["`finetune`", "6", "6.0", "0.6"]]
+    assert rows[3] == ["**all stages**", "8", "**11.6**", "**0.8** (6%)"]   # (30 + 306 + 360) s, (3 + 6 + 36) s: 6.5%
+
+
+def test_budget_rows_give_tokens_updates_and_seeds() -> None:
+    r = results({})
+    assert pretrain_rows(r) == [["`bert`", "mlm_nsp", "600", "2.46", "5.0", "500.0", "0.500"]]
+    assert finetune_rows(r) == [["mnli", "0", "", "", "", "1 runs: no data"],
+                                ["squad", "1", "1", "150", "0.5", "0.1"],
+                                ["sst2", "2", "2", "300", "2.0", "0.4"]]
+    assert "No stage timings were recorded" in "\n".join(ledger_section(r))
+
+
+def test_read_timing_reads_what_each_stage_left(tmp_path: Path) -> None:
+    write_json(tmp_path / "timing" / "finetune" / "sst2-bert-finetune-1.json",
+               {"startup_seconds": 5.5, "process_seconds": 40.0})
+    (tmp_path / "timing" / "unknown_stage").mkdir()
+    assert read_timing(tmp_path) == {"finetune": {"sst2-bert-finetune-1": {"startup_seconds": 5.5,
+                                                                          "process_seconds": 40.0}}}
+
+
+def test_a_stage_process_records_its_start_up_and_total_time(tmp_path: Path, mirror: Path) -> None:
+    """Real stage processes: a completed one leaves its times (start-up: at least the interpreter and imports), a
+    refused one leaves none."""
+    assert 0 < process_age() < 24 * 3600
+    run = [sys.executable, "-m", "bertlab.download", f"data_dir={tmp_path}", f"mirror={mirror}", "logger=none"]
+    assert subprocess.run(run, capture_output=True, text=True).returncode == 0
+    record = json.loads((tmp_path / "timing" / "download" / "download.json").read_text())
+    assert 0.3 < record["startup_seconds"] < record["process_seconds"] < 300
+    refused = subprocess.run([sys.executable, "-m", "bertlab.tokenizer", f"data_dir={tmp_path}", "logger=none",
+                              "tokenizer.kind=nope"], capture_output=True, text=True)
+    assert refused.returncode == 2 and not (tmp_path / "timing" / "tokenizer").exists()
