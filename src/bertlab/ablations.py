@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertlab import stage
 from bertlab.report import collect, render
+from bertlab.report.deviations import deviations
 from bertlab.report.tables import TABLES
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ def build(cfg: DictConfig, profile: str) -> render.Report:
     stage.check_writable(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".ablations-") as tmp:
-        built = render.write(Path(tmp), spec, results, profile=profile, commit=git_commit())
+        built = render.write(Path(tmp), spec, results, profile=profile, commit=git_commit(),
+                             recipe=deviations(cfg, spec.get("paper_recipe", {})))
         publish(Path(tmp), report_dir)
     figures = [report_dir / "figures" / p.name for p in built.figures]
     return render.Report(built.entries, built.findings, figures)

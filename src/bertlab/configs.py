@@ -30,7 +30,8 @@ RESULT_KEYS: dict[str, list[str]] = {
     "pretrain_data": ["corpus", "pretrain_data"],
     "pretrain": ["model", "objective", "pretrain", "seed"],
     "finetune": ["finetune", "task", "seed"],
-    "ablations": ["ablations", "profile_name"],
+    "ablations": ["ablations", "profile_name", "model_scale", "corpus", "tokenizer", "pretrain_data", "objective",
+                  "pretrain", "finetune"],  # the report lists the profile's departures from the paper's recipe
 }
 
 

@@ -5,7 +5,8 @@ pretrained left-to-right), `data/tokenizer/tokenizer.json` and `data/download/ta
 `data/finetune/<name>/`, all or nothing: `metrics.json` (every eval split's metrics, and the floor's headline
 metric), `items.json` (the headline split's per-item columns of the model and of the floor, for paired
 statistics) and the training curve `metrics.csv`. A task whose data could not be downloaded gets a
-`"status": "no data"` record instead, and the stage still succeeds.
+`"status": "no data"` record instead, and the stage still succeeds. A cell whose run key (code, settings, the
+encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs (`impl.reuse_twins`).
 
 Kinds: classification / regression (GLUE: `[CLS] A [SEP] B [SEP]`, a head on the sentence vector, MSE for
 STS-B), span (SQuAD v1.1: windows, start/end logits, best span over the windows), tagging (CoNLL-2003: each
@@ -32,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
 from bertlab import stage
+from bertlab.configs import RESULT_KEYS, select
 from bertlab.data.datamodule import Lengths, TaskDataModule
 from bertlab.data.tasks import Task
 from bertlab.evaluate import items_and_floor
@@ -95,6 +97,21 @@ def load_encoder(
     return model.encoder, objective == "ltr", objective
 
 
+def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
+    """The run key of a cell: the code, its result settings but the encoder's name, the encoder's own run key (a twin
+    encoder, copied from another run, has the same), the tokenizer and the task's data. None if the encoder has no
+    key (it was not written by this pretrain stage)."""
+    ft = cfg.finetune
+    metrics = data_dir / "pretrain" / ft.encoder / "metrics.json"
+    encoder = stage.read_json(metrics).get("run_key") if metrics.exists() else None
+    if encoder is None:
+        return None
+    settings = select(cfg, RESULT_KEYS["finetune"])
+    settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
+    inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]
+    return stage.run_key({"settings": settings, "encoder": encoder}, inputs)
+
+
 def task_data(cfg: DictConfig, task: Task, tokenizer: Tokenizer, positions: int) -> TaskDataModule:
     """The task's splits, encoded within the encoder's `positions` (SQuAD with its own lengths and sizes)."""
     ft, span = cfg.finetune, task.kind == "span"
@@ -149,13 +166,30 @@ def finetune(cfg: DictConfig) -> Result:
     }
     reason = missing_data_reason(data_dir, task.name)
     if reason is not None:
-        print(f"{task.name}: no data ({reason})")
-        record |= {"status": "no data", "reason": reason, "metrics": {}, "headline": None, "floor": None,
-                   "train_examples": None, "eval_examples": None, "train_seconds": None, "eval_seconds": None}
-        with stage.atomic_dir(out_dir) as tmp:
-            stage.write_json(tmp / "metrics.json", record)
-        return Result(record)
+        return no_data(out_dir, record, reason)
+    key = cell_key(cfg, data_dir)
+    twin = stage.find_twin(data_dir / "finetune", cfg.name, key) if key and cfg.impl.reuse_twins else None
+    if twin is not None:
+        if rank_zero_only.rank > 0:
+            return Result(record)
+        stage.copy_twin(twin, out_dir, {"name": cfg.name, "encoder": ft.encoder})
+        return Result(stage.read_json(out_dir / "metrics.json"), items=stage.read_json(out_dir / "items.json"))
+    return train_and_score(cfg, task, record | {"run_key": key}, out_dir)
 
+
+def no_data(out_dir: Path, record: dict[str, Any], reason: str) -> Result:
+    """The record of a cell whose task has no data: the tables say so, and the stage succeeds."""
+    print(f"{record['task']}: no data ({reason})")
+    record |= {"status": "no data", "reason": reason, "metrics": {}, "headline": None, "floor": None,
+               "train_examples": None, "eval_examples": None, "train_seconds": None, "eval_seconds": None}
+    with stage.atomic_dir(out_dir) as tmp:
+        stage.write_json(tmp / "metrics.json", record)
+    return Result(record)
+
+
+def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir: Path) -> Result:
+    """Fine-tune the encoder on the task, score the dev set once, write metrics.json, items.json, the curve."""
+    ft, data_dir = cfg.finetune, Path(cfg.data_dir)
     tokenizer, tokenizer_file = load_tokenizer(data_dir)
     stage.apply_impl(cfg.impl)
     pl.seed_everything(cfg.seed, workers=True)

@@ -8,14 +8,14 @@ Checkpoints live in `data/checkpoints/pretrain/<name>-<key>/`, the key hashing e
 (the bertlab code, the results-affecting settings, the input files). A rerun after a kill resumes from `last.ckpt`
 and ends exactly as the uninterrupted run; a finished, foreign or unreadable `last.ckpt` is never resumed (an
 unreadable one is moved aside, named in the log), and the directory is removed once the outputs are written.
+A run whose key equals a finished run's under another name (Table 6's 12/768/12 row where a profile gives the size
+study `bert`'s budget) copies that run's outputs instead of training (`impl.reuse_twins`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -23,13 +23,11 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
-import yaml
 from lightning.pytorch.callbacks import LearningRateMonitor, ThroughputMonitor
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
-import bertlab
 from bertlab import stage
 from bertlab.configs import RESULT_KEYS, select
 from bertlab.data import unigram
@@ -43,28 +41,10 @@ from bertlab.report import tables_of
 log = logging.getLogger(__name__)
 
 
-def code_hash() -> str:
-    """sha256 of the bertlab package's source files (their paths and contents)."""
-    root = Path(bertlab.__file__).resolve().parent
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(f"{path.relative_to(root)}\0".encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
-
-
 def run_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:
     """sha256 of all that changes a run's result: the code, the results-affecting settings (with the held-out masks'
     seed) and the input files (directories: every file in them)."""
-    h = hashlib.sha256(code_hash().encode())
-    h.update(yaml.safe_dump(select(cfg, [*RESULT_KEYS["pretrain"], "pretrain_data.seed"]), sort_keys=True).encode())
-    for top in inputs:
-        for path in sorted(top.rglob("*")) if top.is_dir() else [top]:
-            if path.is_file():
-                h.update(f"{path.name}\0".encode())
-                with path.open("rb") as f:
-                    h.update(hashlib.file_digest(f, "sha256").digest())
-    return h.hexdigest()
+    return stage.run_key(select(cfg, [*RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
 
 
 def resume_from(ckpt_dir: Path, key: str, max_steps: int) -> Path | None:
@@ -100,23 +80,6 @@ def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
 
     return {"format": fmt, "kind": kind, "n": len(model[0]), "model": columns(*model),
             "floor": {"name": unigram.FLOOR_NAME, **columns(*floor)}}
-
-
-def finished_twin(runs_dir: Path, name: str, key: str) -> Path | None:
-    """Another run in `runs_dir` that finished with the same run key (e.g. Table 6's 12/768/12 row where a profile
-    gives Table 6 the same budget as `bert`), so that one training serves both names."""
-    for metrics in sorted(runs_dir.glob("*/metrics.json")):
-        if metrics.parent.name != name and stage.read_json(metrics).get("run_key") == key:
-            return metrics.parent
-    return None
-
-
-def copy_twin(twin: Path, out: Path, name: str) -> None:
-    """`twin`'s outputs as run `name`'s (its metrics.json names `name`, and says whose training it is)."""
-    with stage.atomic_dir(out) as tmp:
-        shutil.copytree(twin, tmp, dirs_exist_ok=True)
-        metrics = stage.read_json(tmp / "metrics.json")
-        stage.write_json(tmp / "metrics.json", metrics | {"name": name, "trained_as": metrics.get("trained_as", metrics["name"])})
 
 
 @stage.main
@@ -160,11 +123,10 @@ def run(cfg: DictConfig) -> None:
 
     key = run_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
                         counts_file])
-    twin = finished_twin(data_dir / "pretrain", cfg.name, key)
+    twin = stage.find_twin(data_dir / "pretrain", cfg.name, key) if cfg.impl.reuse_twins else None
     if twin is not None:
-        copy_twin(twin, data_dir / "pretrain" / cfg.name, cfg.name)
-        log.info("%s: the same run (settings, code and inputs) as %s, which is finished: its outputs copied, "
-                 "nothing trained", cfg.name, twin)
+        if rank_zero_only.rank == 0:
+            stage.copy_twin(twin, data_dir / "pretrain" / cfg.name, {"name": cfg.name})
         return
     ckpt_dir = data_dir / "checkpoints" / "pretrain" / f"{cfg.name}-{key[:12]}"
     resume = resume_from(ckpt_dir, key, p.max_steps) if p.max_steps > 0 else None

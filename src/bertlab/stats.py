@@ -91,6 +91,21 @@ def compare(
     return Contrast(estimate, low, high, _verdict(estimate, low, high, higher_is_better(metric)), n, len(a), len(b))
 
 
+def ratio_to_floor(run: Columns, floor: Columns, bound: float, *, draws: int = 2000, seed: int = 0,
+                   level: float = 0.95) -> Contrast:
+    """Held-out perplexity of one LM run over its floor's on the same positions (`lm` columns), with the bootstrap
+    interval over held-out instances, and the verdict on "at most `bound` times the floor's": reproduced (interval
+    below `bound`), contradicted (above it), unresolved (it straddles `bound`)."""
+    n = _n_items("lm", "ppl", run)
+    nan = float("nan")
+    estimate = score("lm", "ppl", run) / score("lm", "ppl", floor) if n else nan
+    if not np.isfinite(estimate):
+        return Contrast(estimate, nan, nan, NOT_MEASURED, n, 1, 1)
+    both = _bootstrap_scores("lm", "ppl", [run, floor], n, draws, np.random.default_rng(seed))
+    low, high = (float(q) for q in np.quantile(both[:, 0] / both[:, 1], [(1 - level) / 2, (1 + level) / 2]))
+    return Contrast(estimate, low, high, _verdict(bound - estimate, bound - high, bound - low, True), n, 1, 1)
+
+
 def floor_status(
     runs: Sequence[Columns], floor: Columns, kind: str, metric: str, **kw: float
 ) -> tuple[str, Contrast]:

@@ -48,9 +48,10 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     params = yaml.safe_load((dest / "params.yaml").read_text())
     params["profile"] = "smoke"
     # A slice of every table (each keeps a cell), one seed, so the whole study runs in a few minutes.
-    params["pretrain"] = {k: params["pretrain"][k] for k in ("bert", "ltr", "scratch", "L3_H768_A12")}
+    params["pretrain"] = {k: params["pretrain"][k] for k in ("bert", "ltr", "scratch", "L3_H768_A12", "L12_H768_A12")}
     runs = {"mnli": [["bert", "finetune"], ["scratch", "finetune"]], "qnli": [],
-            "mrpc": [["bert", "finetune"], ["scratch", "finetune"]], "sst2": [["L3_H768_A12", "finetune"]],
+            "mrpc": [["bert", "finetune"], ["scratch", "finetune"], ["L12_H768_A12", "finetune"]],
+            "sst2": [["L3_H768_A12", "finetune"]],
             "squad": [["ltr", "bilstm"]],
             "conll2003": [["bert", "finetune"], ["bert", "last"], ["bert", "concat_last_four"]]}
     params["finetune"] = {task: {"seeds": [1], "runs": r} for task, r in runs.items()}
@@ -83,6 +84,12 @@ def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path) -> None:
         assert "test" not in run_["metrics"], f"{f} scores a test split"
         assert run_["status"] != "ok" or (f.parent / "items.json").exists()
     assert list((repo / "data/pretrain").glob("*/heldout_items.json"))
+    # smoke gives Table 6 bert's budget: its 12/768/12 row and that row's MRPC cell are copies, not second trainings
+    for kind, a, b in (("pretrain", "bert", "L12_H768_A12"),
+                       ("finetune", "mrpc-bert-finetune-1", "mrpc-L12_H768_A12-finetune-1")):
+        records = [json.loads((repo / "data" / kind / name / "metrics.json").read_text()) for name in (a, b)]
+        assert sorted(r.get("trained_as", "") for r in records) in (["", a], ["", b]), records
+        assert records[0]["run_key"] == records[1]["run_key"]
 
 
 def test_second_repro_is_a_fast_no_op(repo: Path) -> None:
@@ -107,7 +114,8 @@ def test_a_task_seed_list_change_reruns_only_that_task(repo: Path) -> None:
     params["finetune"]["mrpc"]["seeds"] = [1, 2]
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
-    assert ran == {"configs", "finetune_mrpc@run0-2", "finetune_mrpc@run1-2", "ablations"}  # the new MRPC cells
+    assert ran == {"configs", "finetune_mrpc@run0-2", "finetune_mrpc@run1-2", "finetune_mrpc@run2-2",
+                   "ablations"}  # the new MRPC cells
     assert "(2 seeds)" in (repo / "reports/ablations.md").read_text()
 
 

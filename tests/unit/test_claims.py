@@ -160,9 +160,10 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     assert "| MRPC | BERT_BASE | LTR & No NSP | -15.0 [" in md and "**contradicted** |" in md
     assert "| SST-2 | BERT_BASE | No NSP | +0.0 [-" in md and "**unresolved at this scale** |" in md
     assert "| MNLI-m | BERT_BASE | No NSP | — | — | **not measured** (BERT_BASE: no data; No NSP: not run) |" in md
-    assert ("### 5. Larger models reach lower held-out masked-LM perplexity (Table 6): 5 reproduced, 0 contradicted, "
+    assert ("### 6. Larger models reach lower held-out masked-LM perplexity (Table 6): 5 reproduced, 0 contradicted, "
             "0 unresolved at this scale, 9 not measured of 14 pairs") in md
-    assert md.count("cover held-out instances only: each size has one pretraining run") == 1
+    assert md.count("cover held-out instances only: each encoder has one pretraining run") == 2  # size, unigram
+    assert "| LM ppl | BERT_BASE | 0.5 × unigram | 0.044 [0.04" in md
     assert "(1000 draws" in md
 
 
@@ -178,3 +179,18 @@ def test_metrics_json_holds_every_contrast(tmp_path: Path) -> None:
     missing = out["claims"]["nsp_helps"]["pairs"]["mnli: bert vs nonsp"]
     assert (missing["estimate"], missing["low"], missing["verdict"]) == (None, None, "not measured")
     assert out["claims"]["size_ppl"]["summary"].endswith("of 14 pairs")
+
+
+def test_perplexity_against_a_multiple_of_its_unigram_floor(found, tmp_path: Path) -> None:
+    """BERT's held-out ppl 40 against its unigram floor 900 on the same positions: 0.044 of it."""
+    (p,) = found["beyond_unigram"].pairs
+    c = p.contrast
+    assert p.ratio and (p.a.key, p.b.label) == ("bert", "0.5 × unigram")
+    assert (c.estimate, c.verdict, c.n_items) == (pytest.approx(40 / 900), stats.REPRODUCED, 300)
+    assert c.low < 40 / 900 < c.high
+    strict = [dict(claim, floor_ratio=0.01) if claim["id"] == "beyond_unigram" else claim for claim in FAST["claims"]]
+    (tight,) = claims(tmp_path, spec=FAST | {"claims": strict})["beyond_unigram"].pairs
+    assert tight.contrast.verdict == stats.CONTRADICTED
+    no_bert = {k: v for k, v in PRETRAIN.items() if k != "bert"}
+    (missing,) = claims(tmp_path / "none", pretrain=no_bert)["beyond_unigram"].pairs
+    assert (missing.contrast.verdict, missing.reason) == (stats.NOT_MEASURED, "not run")

@@ -415,3 +415,25 @@ def test_feature_head_lr_drives_the_trained_parts_of_feature_based_runs_only(dat
     whole = finetune(config(data_dir, "name=fhl-whole", "task=conll2003", "finetune.feature_head_lr=5e-3",
                             "finetune.head_lr=1e-4", "finetune.epochs=1")).module
     assert frozen.head_lr == 5e-3 and whole.head_lr == 1e-4
+
+
+def test_a_cell_on_a_twin_encoder_copies_the_finished_cell(data_dir: Path) -> None:
+    """An encoder copied from another run (same run key) with the same cell settings: the finished cell's outputs,
+    not a second training; another setting, or `impl.reuse_twins=false`, trains."""
+    for name in ("keyed", "keyed_twin"):
+        save_encoder(data_dir, name, Tokenizer.from_file(str(data_dir / "tokenizer" / "tokenizer.json")).get_vocab_size(),
+                     "mlm_nsp")
+        write_json(data_dir / "pretrain" / name / "metrics.json", {"name": name, "objective": "mlm_nsp", "run_key": "k"})
+    args = ("task=sst2", "finetune.epochs=1", "finetune.lr=1e-3")
+    first = finetune(config(data_dir, "name=sst2-keyed", "finetune.encoder=keyed", *args))
+    twin = finetune(config(data_dir, "name=sst2-keyed_twin", "finetune.encoder=keyed_twin", *args))
+    assert twin.module is None and twin.record["trained_as"] == "sst2-keyed"
+    assert (twin.record["name"], twin.record["encoder"]) == ("sst2-keyed_twin", "keyed_twin")
+    assert twin.items == first.items and twin.record["headline"] == first.record["headline"]
+    assert read_record(data_dir, "sst2-keyed_twin") == twin.record
+    other = finetune(config(data_dir, "name=sst2-keyed_twin", "finetune.encoder=keyed_twin", *args,
+                            "finetune.warmup_ratio=0.2"))
+    forced = finetune(config(data_dir, "name=sst2-forced", "finetune.encoder=keyed_twin", *args,
+                             "impl.reuse_twins=false"))
+    assert other.module is not None and "trained_as" not in other.record
+    assert forced.module is not None and "trained_as" not in forced.record

@@ -35,7 +35,7 @@ KILL_AT_STEP = 6  # after the step-4 checkpoint: steps 5-6 are lost and must be 
 # cleanup, no flush), and/or a changed code hash.
 SCRIPT = """
 import os, signal, sys
-import bertlab.pretrain, bertlab.pretrain_module as m
+import bertlab.pretrain, bertlab.pretrain_module as m, bertlab.stage
 kill_at = os.environ.get("KILL_AT")
 if kill_at:
     step = m.PretrainModule.training_step
@@ -45,7 +45,7 @@ if kill_at:
         return step(self, batch, i)
     m.PretrainModule.training_step = training_step
 if os.environ.get("CODE_HASH"):
-    bertlab.pretrain.code_hash = lambda: os.environ["CODE_HASH"]
+    bertlab.stage.code_hash = lambda: os.environ["CODE_HASH"]
 bertlab.pretrain.run()
 """
 
@@ -55,7 +55,9 @@ def pretrain(data: Path, tmp: Path, *args: str, kill_at: int | None = None,
     script = tmp / "pretrain_patched.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "KILL_AT": str(kill_at or ""), "CODE_HASH": code_hash or ""}
-    return subprocess.run([sys.executable, str(script), f"data_dir={data}", *TINY, *RUN, *args],
+    # The runs here share settings on purpose: each must train, unless a test asks for twin reuse.
+    twins = [] if any(a.startswith("impl.reuse_twins=") for a in args) else ["impl.reuse_twins=false"]
+    return subprocess.run([sys.executable, str(script), f"data_dir={data}", *TINY, *RUN, *twins, *args],
                           capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -289,3 +291,17 @@ def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:  # no
     assert done.returncode == 0, done.stderr[-3000:]
     assert "bf16" in done.stderr and "max_steps=2` reached" in done.stderr + done.stdout
     assert json.loads((prepared / "pretrain/gpu/metrics.json").read_text())["steps"] == 2
+
+
+def test_a_run_identical_to_a_finished_one_copies_it(prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
+    """Same settings, code and inputs under another name: a finished run's outputs, nothing trained."""
+    done = pretrain(prepared, tmp_path, "name=twin", "impl.reuse_twins=true")
+    assert done.returncode == 0, done.stderr[-3000:]
+    twin = metrics(prepared, "twin")
+    source = metrics(prepared, twin["trained_as"])  # "whole", or another finished run of these settings
+    assert twin["name"] == "twin" and source["run_key"] == whole["run_key"] == twin["run_key"]
+    assert {k: v for k, v in twin.items() if k not in ("name", "trained_as")} == {
+        k: v for k, v in source.items() if k != "name"}
+    model = (prepared / "pretrain" / twin["trained_as"] / "model.pt").read_bytes()
+    assert (prepared / "pretrain/twin/model.pt").read_bytes() == model
+    assert not list((prepared / "checkpoints" / "pretrain").glob("twin-*"))  # nothing trained, nothing resumed

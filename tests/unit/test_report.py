@@ -286,3 +286,19 @@ def test_wandb_offline_run(built, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert nsp_mrpc[0][6] == 27.0 and nsp_mrpc[0][9] == "reproduced"
     assert media["table5"]["columns"][-2:] == ["floor", "floor_status"]
     assert len(list((run_dir / "files" / "media" / "images").rglob("*.png"))) == 3
+
+
+def test_deviations_name_each_setting_that_departs_from_the_paper() -> None:
+    from bertlab.report.deviations import deviations
+
+    recipe = SPEC["paper_recipe"]
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cpu, paper = compose("config", overrides=["profile=cpu"]), compose("config", overrides=["profile=paper"])
+    lines = deviations(cpu, recipe)
+    assert "pretraining steps (Tables 5 and 7): `pretrain.max_steps` = 1000 (the paper: 1000000)" in lines
+    assert "fine-tuning learning rate: `finetune.lr` = 0.0003 (the paper: 5e-05 or 4e-05 or 3e-05 or 2e-05)" in lines
+    assert not any("mlm_probability" in x or "task_text" in x for x in lines)   # the cpu profile keeps these
+    assert lines[-len(recipe["always"]):] == recipe["always"]
+    # the paper profile departs only where the paper's schedule is not one setting (128 then 512), and in the details
+    assert [x.split(":")[0] for x in deviations(paper, recipe)[: -len(recipe["always"])]] == [
+        "pretraining sequence length (the paper"]

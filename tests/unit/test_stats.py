@@ -208,3 +208,23 @@ def test_compare_is_fast_at_mnli_scale(rng) -> None:
     start = time.perf_counter()
     stats.compare(a, b, "classification", "accuracy", draws=2000)
     assert time.perf_counter() - start < 2.0  # ~0.2 s alone on a 2-core machine; the report calls it ~100 times
+
+
+def _lm(loss_per_position: np.ndarray, count: int = 10) -> dict[str, np.ndarray]:
+    return {"loss_sum": loss_per_position * count, "count": np.full(len(loss_per_position), count)}
+
+
+@pytest.mark.parametrize("ratio, bound, verdict", [
+    (0.40, 0.5, stats.REPRODUCED), (0.60, 0.5, stats.CONTRADICTED), (0.50, 0.5, stats.UNRESOLVED)])
+def test_ratio_to_floor_verdicts(ratio: float, bound: float, verdict: str) -> None:
+    rng = np.random.default_rng(0)
+    floor = rng.normal(7.0, 0.3, 2000)                       # nats per scored position, per held-out instance
+    run = floor + np.log(ratio) + rng.normal(0, 0.05, 2000)  # the model: `ratio` x the floor's perplexity
+    c = stats.ratio_to_floor(_lm(run), _lm(floor), bound, draws=500)
+    assert c.estimate == pytest.approx(ratio, rel=0.01) and c.low < c.estimate < c.high
+    assert c.high - c.low < 0.01 and c.verdict == verdict
+
+
+def test_ratio_to_floor_is_not_measured_when_not_finite() -> None:
+    run = _lm(np.array([np.inf, 1.0]))
+    assert stats.ratio_to_floor(run, _lm(np.array([1.0, 1.0])), 0.5).verdict == stats.NOT_MEASURED

@@ -3,6 +3,8 @@
 A claim says "A is better than B" on some columns of one table; it expands into pairs (column, A, B): A and B are
 the cells its `better` and `than` selectors pick, or, with `by_size`, every two rows of the table whose models
 differ in non-embedding parameters, the larger as A. Each pair gets A - B with its 95% interval and a verdict.
+A claim with `floor_ratio: r` says instead that A's held-out perplexity is at most r times its unigram floor's (on
+the same positions): each pair gets that ratio with its interval over held-out instances.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Pair:
     b: Side
     contrast: stats.Contrast
     reason: str = ""  # why it was not measured
+    ratio: bool = False  # the contrast is A's perplexity over B's (B: a multiple of A's floor), not A - B
 
     @property
     def name(self) -> str:
@@ -104,6 +107,18 @@ def size_pairs(spec: dict[str, Any], results: Results, table: str) -> list[tuple
     return pairs
 
 
+def floor_ratio_pair(spec: dict[str, Any], results: Results, a: Side, bound: float,
+                     bootstrap: dict[str, Any]) -> Pair:
+    """A's held-out perplexity over its unigram floor's, against `bound`."""
+    cell = side_cell(spec, results, a.fields, PPL)
+    b = Side(f"{bound:g} × unigram", "floor", {})
+    reason = cell.reason or ("" if cell.floor is not None else "no per-instance floor")
+    if reason:
+        nan = math.nan
+        return Pair(PPL, a, b, stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), reason, ratio=True)
+    return Pair(PPL, a, b, stats.ratio_to_floor(cell.runs[0], cell.floor, bound, **bootstrap), ratio=True)
+
+
 def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
     if not isinstance(claim, dict) or not isinstance(claim.get("id"), str) or not isinstance(claim.get("text"), str):
         raise UserError(f"{where}: a claim needs an `id` and a one-line `text`")
@@ -112,6 +127,8 @@ def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
     columns = claim.get("columns")
     if not isinstance(columns, list) or not columns or not set(columns) <= {PPL, *spec["columns"]}:
         raise UserError(f"{where}.columns: a list of `ablations.columns` tasks (or {PPL}), not {columns!r}")
+    if claim.get("floor_ratio") is not None and columns != [PPL]:
+        raise UserError(f"{where}.columns: a floor_ratio claim is about [{PPL}], not {columns!r}")
     if not set(claim.get("if_run", [])) <= set(columns):
         raise UserError(f"{where}.if_run: {claim['if_run']!r} must be some of its columns")
     if claim.get("by_size") and any("shape" not in row for row in spec[claim["table"]]["rows"]):
@@ -129,6 +146,11 @@ def check_claims(spec: dict[str, Any], results: Results) -> list[Finding]:
             raise UserError(f"{where}.id: {claim['id']!r} is used twice")
         ids.add(claim["id"])
         table = claim["table"]
+        if claim.get("floor_ratio") is not None:
+            findings.append(Finding(claim["id"], table, claim["text"], tuple(
+                floor_ratio_pair(spec, results, a, float(claim["floor_ratio"]), bootstrap)
+                for a in _sides(spec, claim, where, "better"))))
+            continue
         if claim.get("by_size"):
             sides = size_pairs(spec, results, table)
         else:

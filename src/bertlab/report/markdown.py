@@ -27,7 +27,7 @@ VERDICTS = (
     "seeds), and a verdict: **{r}** (the interval excludes 0 in the paper's direction), **{c}** (it excludes 0 the "
     "other way), **{u}** (it includes 0), **{m}** (a side is missing, or its metric is not finite)."
 )
-PPL_NOTE = ("The perplexity intervals cover held-out instances only: each size has one pretraining run, so the "
+PPL_NOTE = ("The perplexity intervals cover held-out instances only: each encoder has one pretraining run, so the "
             "variation between pretraining runs is not in them.")
 
 
@@ -71,6 +71,8 @@ def _difference(pair: Pair) -> str:
     c = pair.contrast
     if not math.isfinite(c.estimate) or not (math.isfinite(c.low) and math.isfinite(c.high)):
         return "—"
+    if pair.ratio:
+        return f"{c.estimate:.3f} [{c.low:.3f}, {c.high:.3f}] × unigram"
     digits = 2 if pair.column == PPL else 1
     return f"{c.estimate:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]"
 
@@ -99,8 +101,10 @@ def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]
 
 
 def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry], findings: list[Finding],
-                    figures: list[Path], profile: str, commit: str, ledger: list[str] = ()) -> str:
-    """The whole report: header, Tables 5-7 beside the paper with floors, figures, findings, the `ledger` lines."""
+                    figures: list[Path], profile: str, commit: str, ledger: list[str] = (),
+                    recipe: list[str] = ()) -> str:
+    """The whole report: header (with the `recipe` deviations), Tables 5-7 beside the paper with floors, figures,
+    findings, the `ledger` lines."""
     label = {t: c["label"] for t, c in spec["columns"].items()}
     man = results.manifest
     source = "the Hugging Face hub" if man["source"] == "hub" else f"a local mirror of the hub (`{man['source']}`)"
@@ -114,6 +118,8 @@ def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry]
     lines += [f"- Deviation: `{k}`: {v}" for k, v in deviations] or ["- Deviations from the hub: none"]
     lines += [f"- No data for {t}: {info.get('reason', 'unavailable')}"
               for t, info in sorted(man["tasks"].items()) if info["status"] != OK]
+    if recipe:
+        lines += ["", f"Departures from BERT's recipe at the `{profile}` profile:", ""] + [f"- {r}" for r in recipe]
     lines += ["", LEGEND, "", "## Table 5: pre-training tasks (BERT-base, dev)", ""]
     t5 = spec["table5"]["tasks"]
     rows = [[c[t5[0]].row] + [x for t in t5 for x in _cells(c[t])] for c in _grid(entries, "table5").values()]

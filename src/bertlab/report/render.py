@@ -76,9 +76,11 @@ def metrics(entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
     return out
 
 
-def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commit: str) -> Report:
+def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commit: str,
+          recipe: list[str] = ()) -> Report:
     """Write every report file into the empty directory `out`: ablations.md, ablations_table{5,6,7}.csv,
-    ablations_findings.csv, metrics.json, figures/*.png and pretrain_loss/<run>.csv (step, loss: for `dvc plots`)."""
+    ablations_findings.csv, metrics.json, figures/*.png and pretrain_loss/<run>.csv (step, loss: for `dvc plots`);
+    `recipe`: the run's deviations from the paper's recipe, one line each."""
     entries = build_entries(spec, results)
     findings = check_claims(spec, results)
     (out / "figures").mkdir()
@@ -94,5 +96,5 @@ def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commi
     write_csv(out / "ablations_findings.csv", FINDING_FIELDS, finding_rows(findings))
     write_json(out / "metrics.json", metrics(entries, findings))
     (out / "ablations.md").write_text(render_markdown(spec, results, entries, findings, figures, profile, commit,
-                                                         ledger_section(results)))
+                                                         ledger_section(results), recipe))
     return Report(entries, findings, figures)
