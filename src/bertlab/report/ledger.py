@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from bertlab.report.collect import OK, STAGES, Results
+from bertlab.report.collect import OK, STAGES, Results, identity
 from bertlab.report.markdown import table
 
 
@@ -71,7 +71,7 @@ def finetune_rows(results: Results) -> list[list[str]]:
             continue
         seeds: dict[tuple, int] = defaultdict(int)
         for r in done:
-            seeds[(r["encoder"], r["mode"], r.get("features"), r.get("bilstm"))] += 1
+            seeds[identity(r)] += 1
         rows.append([task, str(len(seeds)), _span(list(seeds.values())), _span([r.get("steps") for r in done]),
                      _minutes(sum(r.get("train_seconds") or 0.0 for r in done)),
                      _minutes(sum(r.get("eval_seconds") or 0.0 for r in done))])
