@@ -5,11 +5,13 @@ asks for it writes `data/configs/<stage>/<name>.yaml`, the complete resolved con
 (`python -m bertlab.<stage> -cd data/configs/<stage> -cn <name>`), and `<name>.key.yaml`, the part of it
 that can change the run's results. Each DVC stage depends on its key file only, so `dvc repro` reruns
 exactly the runs whose effective settings changed, and never one for a speed-only (`impl`) or logging
-(`logger`) change.
+(`logger`) change: batch sizes are global (all devices and nodes), so a key is the same on any number of GPUs.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab import settings
+from bertlab.data.sources import MIRROR_ENV
 from bertlab.stage import CONF_DIR, UserError, atomic_dir
 
 # The config sections each stage reads that can change its outputs (upstream outputs are DVC deps).
@@ -35,9 +38,17 @@ RESULT_KEYS: dict[str, list[str]] = {
 }
 
 
+def corpus_preset(name: str) -> str:
+    """params.yaml's `corpus`; `auto` follows where the data come from: `mirror` when `BERTLAB_DATA_MIRROR` is set,
+    else `online`."""
+    if name != "auto":
+        return name
+    return "mirror" if os.environ.get(MIRROR_ENV) else "online"
+
+
 def runs(params: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
     """(stage, run name, Hydra overrides) of every run in the pipeline, as params.yaml defines them."""
-    base = [f"profile={params['profile']}", f"corpus={params['corpus']}"]
+    base = [f"profile={params['profile']}", f"corpus={corpus_preset(params['corpus'])}"]
     for stage in ("download", "tokenizer", "pretrain_data"):
         yield stage, stage, base
     for name, overrides in params["pretrain"].items():
@@ -53,6 +64,11 @@ def runs(params: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
                 yield "finetune", name, [*base, f"name={name}", f"finetune.encoder={encoder}", f"task={task}",
                                          f"seed={seed}", *params["modes"][mode]]
     yield "ablations", "ablations", base
+
+
+def result_overrides(overrides: list[str]) -> list[str]:
+    """`overrides` without the speed-only (`impl`) and logging (`logger`) ones."""
+    return [o for o in overrides if not re.match(r"[+~]*(impl|logger)[.=]", o)]
 
 
 def select(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
@@ -78,7 +94,7 @@ def write_all(params: dict[str, Any], out: Path) -> int:
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{stage}/{name}"}, "output_subdir": None}
             (tmp / stage).mkdir(exist_ok=True)
             (tmp / stage / f"{name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
-            key = {"overrides": overrides, **select(cfg, RESULT_KEYS[stage])}
+            key = {"overrides": result_overrides(overrides), **select(cfg, RESULT_KEYS[stage])}
             (tmp / stage / f"{name}.key.yaml").write_text(yaml.safe_dump(key, sort_keys=True))
             count += 1
     return count

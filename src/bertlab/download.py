@@ -12,16 +12,21 @@ import logging
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 from omegaconf import DictConfig
 
-from bertlab.data.sources import SourceError, UnreadableFile, load_split, split_key
+from bertlab.data.sources import MIRROR_ENV, SourceError, UnreadableFile, load_split, split_key
 from bertlab.stage import UserError, atomic_dir, main, write_json
 
 log = logging.getLogger(__name__)
 
 
-def load_corpus(sources: list[DictConfig], mirror: str | None) -> datasets.Dataset:
-    """All corpus sources as one dataset with columns `text` and `source`; a missing source is an error."""
+def load_corpus(sources: list[DictConfig], mirror: str | None, scratch: Path) -> datasets.Dataset:
+    """All corpus sources as one dataset with columns `text` and `source`; a missing source is an error.
+    From the hub the sources are streamed into `scratch` a batch at a time (BERT-scale corpora never sit in RAM)."""
+    if mirror is None:
+        return stream_corpus(sources, scratch / "corpus.parquet")
     parts = []
     for src in sources:
         ds = load_split(src.hub_id, src.config, src.split, mirror)
@@ -32,6 +37,30 @@ def load_corpus(sources: list[DictConfig], mirror: str | None) -> datasets.Datas
         parts.append(ds.add_column("source", [src.hub_id] * len(ds)))
         log.info("corpus source %s: %d documents", split_key(src.hub_id, src.config, src.split), len(ds))
     return datasets.concatenate_datasets(parts)
+
+
+def stream_corpus(sources: list[DictConfig], path: Path, batch_size: int = 1000) -> datasets.Dataset:
+    """The hub's corpus sources streamed into one parquet file (non-blank texts only), then memory-mapped."""
+    writer = None
+    for src in sources:
+        key = split_key(src.hub_id, src.config, src.split)
+        try:
+            stream = datasets.load_dataset(src.hub_id, src.config, split=src.split, streaming=True)
+            count = 0
+            for batch in stream.select_columns([src.text_column]).iter(batch_size):
+                texts = [t for t in batch[src.text_column] if t and t.strip()]
+                table = pa.table({"text": texts, "source": [src.hub_id] * len(texts)})
+                writer = writer or pq.ParquetWriter(path, table.schema)
+                writer.write_table(table)
+                count += len(texts)
+        except Exception as err:  # datasets raises many types for "offline", "not found", "no such split"
+            raise SourceError(f"cannot stream {key} from the Hugging Face hub ({str(err).strip().splitlines()[0]}); "
+                              f"without network, set {MIRROR_ENV} (or mirror=...) to a local copy") from err
+        log.info("corpus source %s: %d documents", key, count)
+    if writer is None:
+        raise UserError("corpus.sources is empty: name at least one corpus source")
+    writer.close()
+    return datasets.load_dataset("parquet", data_files=[str(path)], split="train")
 
 
 def load_task(task: DictConfig, mirror: str | None) -> datasets.DatasetDict:
@@ -51,11 +80,12 @@ def run(cfg: DictConfig) -> None:
     mirror = cfg.mirror
     log.info("reading %s", f"the mirror {mirror}" if mirror else "the Hugging Face hub")
     with atomic_dir(out) as tmp:
-        corpus = load_corpus(cfg.corpus.sources, mirror)
+        corpus = load_corpus(cfg.corpus.sources, mirror, tmp)
         if len(corpus) == 0:
             raise UserError("the corpus sources (corpus.sources) hold no non-blank document: "
                             + ", ".join(split_key(s.hub_id, s.config, s.split) for s in cfg.corpus.sources))
         corpus.save_to_disk(str(tmp / "corpus"))
+        (tmp / "corpus.parquet").unlink(missing_ok=True)
         used = [split_key(s.hub_id, s.config, s.split) for s in cfg.corpus.sources]
         tasks: dict[str, dict] = {}
         for name, task in cfg.download.tasks.items():

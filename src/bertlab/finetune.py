@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-import torch
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
@@ -138,7 +137,7 @@ def build_module(cfg: DictConfig, task: Task, encoder: BertEncoder, causal: bool
         warmup_ratio=ft.warmup_ratio, weight_decay=ft.weight_decay, betas=tuple(ft.betas), eps=ft.eps,
     )
     if cfg.impl.compile:
-        module.encoder = torch.compile(module.encoder, dynamic=True)
+        module.encoder.compile(dynamic=True)  # in place: the state dict keeps its keys
     return module
 
 
@@ -205,6 +204,9 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     if rank_zero_only.rank == 0:  # DDP re-runs this script in every rank: only the first one cleans up
         stage.remove_tree(work_dir, work_root)
     trainer = make_trainer(cfg, work_dir, max(1, math.ceil(len(data.train_rows) / ft.batch_size)), record)
+    # finetune.batch_size is the global batch: each process loads its share (Lightning's distributed sampler)
+    data.batch_size = stage.fit_global_batch(trainer, ft.batch_size, cfg.impl.max_device_batch, "finetune.batch_size")
+    data.pin_memory = stage.on_cuda(trainer)
     start = time.perf_counter()
     with warnings.catch_warnings():  # evaluation runs once, after training, by `validate`
         warnings.filterwarnings("ignore", message=".*no `val_dataloader`.*")

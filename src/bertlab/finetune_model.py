@@ -134,10 +134,9 @@ class FinetuneModule(pl.LightningModule):
         if kind == "span":
             start, end = logits
             return (F.cross_entropy(start, batch["start_positions"]) + F.cross_entropy(end, batch["end_positions"])) / 2
-        labels = batch["label_ids"]
-        if not bool((labels != IGNORE_INDEX).any()):  # only empty sentences: nothing to learn from
-            return logits.sum() * 0.0
-        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX)
+        labels = batch["label_ids"]  # the mean over labelled tokens (0 when there are none), without a host sync
+        total = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+        return total / (labels != IGNORE_INDEX).sum().clamp(min=1)
 
     # -- training -----------------------------------------------------------------------------------------------
 

@@ -41,16 +41,19 @@ class BertConfig:
 
 
 class Dropout(nn.Dropout):
-    """`nn.Dropout` with cheaper masks: four 16-bit uniform integers per 64-bit random draw, where `bernoulli_` draws
-    one number per element, serially (on 2 CPU cores: dropout's forward + backward ~2x faster, the step ~3%).
+    """`nn.Dropout` with cheaper masks on a CPU: four 16-bit uniform integers per 64-bit random draw, where
+    `bernoulli_` draws one number per element, serially (on 2 CPU cores: dropout's forward + backward ~2x faster, the
+    step ~3%). Other devices (CUDA) use the native, fused `F.dropout`.
 
-    An element is dropped with probability round(p * 2^16) / 2^16, within 8e-6 of p, and the kept ones are scaled by
-    the inverse of that exact keep rate, so the expected output is the input, as with `nn.Dropout`.
+    On a CPU an element is dropped with probability round(p * 2^16) / 2^16, within 8e-6 of p, and the kept ones are
+    scaled by the inverse of that exact keep rate, so the expected output is the input, as with `nn.Dropout`.
     """
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
+        if x.device.type != "cpu":
+            return F.dropout(x, self.p, training=True)
         dropped = round(self.p * 2**16)
         bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), None)
         keep = bits.view(torch.int16)[: x.numel()].view(x.shape) >= dropped - 2**15

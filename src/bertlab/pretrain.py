@@ -8,6 +8,8 @@ Checkpoints live in `data/checkpoints/pretrain/<name>-<key>/`, the key hashing e
 (the bertlab code, the results-affecting settings, the input files). A rerun after a kill resumes from `last.ckpt`
 and ends exactly as the uninterrupted run; a finished, foreign or unreadable `last.ckpt` is never resumed (an
 unreadable one is moved aside, named in the log), and the directory is removed once the outputs are written.
+`pretrain.batch_size` is the global batch: the devices x nodes present and `impl.max_device_batch` decide the
+per-device micro-batch and gradient accumulation, which the key never sees (a run resumes on other devices).
 A run whose key equals a finished run's under another name (Table 6's 12/768/12 row where a profile gives the size
 study `bert`'s budget) copies that run's outputs instead of training (`impl.reuse_twins`).
 """
@@ -71,6 +73,16 @@ def resume_from(ckpt_dir: Path, key: str, max_steps: int) -> Path | None:
     return None
 
 
+def check_static_masks(cfg: DictConfig) -> None:
+    """Reference instances carry their masks: the objective must ask for the masking they were made with."""
+    o, d = cfg.objective, cfg.pretrain_data
+    if (o.mlm_probability, o.whole_word_masking) != (d.masked_lm_prob, d.whole_word_mask):
+        raise stage.UserError(
+            f"objective.mlm_probability={o.mlm_probability}, whole_word_masking={o.whole_word_masking}: the "
+            f"instances carry static masks (pretrain_data.reference=true) made with masked_lm_prob="
+            f"{d.masked_lm_prob}, whole_word_mask={d.whole_word_mask}; set them equal")
+
+
 def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
                   floor: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
     """`heldout_items.json` (see the contract): per held-out instance, the model's and the floor's NLL sums and
@@ -94,6 +106,8 @@ def run(cfg: DictConfig) -> None:
     fmt, p = cfg.objective.data, cfg.pretrain
     train = load_instances(instances_dir / f"train_{fmt}")
     heldout = load_instances(instances_dir / f"heldout_{fmt}")
+    if train.mlm_mask is not None and not cfg.objective.causal:
+        check_static_masks(cfg)
     if len(train) < p.batch_size:
         raise stage.UserError(f"pretrain.batch_size={p.batch_size} exceeds the {len(train)} training instances "
                               f"in {instances_dir / f'train_{fmt}'}")
@@ -105,21 +119,10 @@ def run(cfg: DictConfig) -> None:
     )
     module = PretrainModule(model=vars(config), objective=OmegaConf.to_container(cfg.objective),
                             optim=OmegaConf.to_container(p), seed=cfg.seed)
-    # for ThroughputMonitor's FLOP/s: full batches, the labelled fraction predicted (all positions for LTR)
-    module.flops_per_batch = p.batch_size * seq * flops_per_token(
-        config, seq, 1.0 if cfg.objective.causal else cfg.objective.mlm_probability)
     n_params = module.model.num_parameters()
     log.info("%s: %s, %s parameters", cfg.name, config, n_params)
     if cfg.impl.compile:
         module.model.compile()  # in place: the state dict keeps its keys, so checkpoints resume either way
-
-    collate = dict(
-        objective=cfg.objective.name, vocab_size=config.vocab_size, mlm_probability=cfg.objective.mlm_probability,
-        continuation=continuation_table(tokenizer) if cfg.objective.whole_word_masking else None,
-    )
-    data = PretrainData(train, heldout, collate, batch_size=p.batch_size, seed=cfg.seed,
-                        checkpoint_every=max(1, p.checkpoint_every_steps), heldout_mask_seed=cfg.pretrain_data.seed,
-                        num_workers=cfg.impl.num_workers)
 
     key = run_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
                         counts_file])
@@ -138,8 +141,7 @@ def run(cfg: DictConfig) -> None:
     trainer = pl.Trainer(
         max_steps=p.max_steps, max_epochs=-1,
         **stage.trainer_devices(cfg.impl), gradient_clip_val=p.grad_clip,
-        accumulate_grad_batches=p.accumulate_grad_batches,
-        val_check_interval=p.val_every_steps * p.accumulate_grad_batches, check_val_every_n_epoch=None,
+        check_val_every_n_epoch=None,
         logger=loggers, log_every_n_steps=10, use_distributed_sampler=False, enable_checkpointing=False,
         callbacks=[
             record, EpochEndCheckpoint(ckpt_dir / "last.ckpt"), LearningRateMonitor("step"), stage.progress_bar(),
@@ -148,6 +150,19 @@ def run(cfg: DictConfig) -> None:
         ],
         default_root_dir=ckpt_dir, num_sanity_val_steps=0,
     )
+    micro = stage.fit_global_batch(trainer, p.batch_size, cfg.impl.max_device_batch, "pretrain.batch_size")
+    trainer.val_check_interval = p.val_every_steps * trainer.accumulate_grad_batches  # in batches: optimizer steps
+    # for ThroughputMonitor's FLOP/s: full batches, the labelled fraction predicted (all positions for LTR)
+    module.flops_per_batch = micro * seq * flops_per_token(
+        config, seq, 1.0 if cfg.objective.causal else cfg.objective.mlm_probability)
+    collate = dict(
+        objective=cfg.objective.name, vocab_size=config.vocab_size, mlm_probability=cfg.objective.mlm_probability,
+        continuation=continuation_table(tokenizer) if cfg.objective.whole_word_masking else None,
+    )
+    data = PretrainData(train, heldout, collate, batch_size=micro, seed=cfg.seed,
+                        checkpoint_every=max(1, p.checkpoint_every_steps), heldout_mask_seed=cfg.pretrain_data.seed,
+                        eval_batch_size=cfg.impl.eval_batch_size, num_workers=cfg.impl.num_workers,
+                        pin_memory=stage.on_cuda(trainer))
     if p.max_steps > 0:
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None)
     seconds = record.train_seconds()
@@ -155,7 +170,7 @@ def run(cfg: DictConfig) -> None:
     if not trainer.is_global_zero:
         return
 
-    global_batch = p.batch_size * p.accumulate_grad_batches * trainer.world_size
+    global_batch = micro * trainer.accumulate_grad_batches * trainer.world_size
     scored = module.heldout
     floor = unigram.item_losses(data.val_dataloader(), unigram.log_probs(np.load(counts_file)))
     ppl, floor_ppl = unigram.perplexity(*scored), unigram.perplexity(*floor)

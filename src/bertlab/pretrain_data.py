@@ -6,13 +6,22 @@ text, for the unigram floor) and `stats.json` (sizes, NotNext and shortened-targ
 unigram perplexity on the positions pretraining scores: `nsp` and `packed` on the fixed held-out masks at the
 default masking rate, `packed_next_token` on LTR's next-token positions; each run's own floor, on its own
 positions, is in its `heldout_items.json`).
+
+The held-out documents are the sample's first `corpus.heldout_documents` (the tokenizer never sees them either);
+each format draws its `heldout_instances` uniformly from all of them, or the stage refuses in one line.
+With `pretrain_data.reference` the instances are google's, static masks included (`bertlab.data.reference`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
+import shutil
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import datasets
 import numpy as np
@@ -22,19 +31,65 @@ from torch.utils.data import DataLoader
 
 from bertlab import stage
 from bertlab.data import unigram
-from bertlab.data.corpus import require_sentence_pairs, sample_documents, tokenize_documents
-from bertlab.data.instances import (
-    NOT_NEXT, InstanceDataset, Instances, create_nsp_instances, create_packed_instances, save_instances,
+from bertlab.data.corpus import (
+    heldout_split, no_sentence_pairs, require_sentence_pairs, sample_documents, tokenize_documents,
 )
-from bertlab.data.masking import PretrainingCollator
+from bertlab.data.instances import (
+    NOT_NEXT, Documents, InstanceDataset, Instances, create_nsp_instances, create_packed_instances, save_instances,
+)
+from bertlab.data.masking import PretrainingCollator, continuation_table
+from bertlab.data.reference import create_reference_nsp_instances, create_reference_packed_instances
+from bertlab.data.shards import map_shards, merge, save_shard, shard_texts
 from bertlab.data.task_text import added_documents
 
 log = logging.getLogger(__name__)
 
 
-def head(instances: Instances, n: int) -> Instances:
-    """The first `n` instances (they are shuffled already)."""
-    return Instances(**{f.name: getattr(instances, f.name)[:n] for f in dataclasses.fields(Instances)})
+def heldout_sample(instances: Instances, n: int, seed: int, what: str) -> Instances:
+    """`n` of `instances`, drawn uniformly (seeded) so they spread over every held-out document, in their order;
+    a UserError when there are fewer."""
+    if len(instances) < n:
+        raise stage.UserError(f"pretrain_data.heldout_instances={n}: the held-out documents make only "
+                              f"{len(instances)} {what} instances; raise corpus.heldout_documents or lower it")
+    keep = np.sort(np.random.default_rng(seed).choice(len(instances), n, replace=False))
+    return Instances(**{f.name: None if (v := getattr(instances, f.name)) is None else v[keep]
+                        for f in dataclasses.fields(Instances)})
+
+
+def builders(p: DictConfig, tokenizer: Tokenizer) -> tuple[Callable[..., Instances], Callable[..., Instances]]:
+    """The NSP and packed instance builders, called as (documents, max_seq_length, dupe_factor=, seed=): the
+    default ones or (`p.reference`) google's."""
+    if p.reference:
+        masking = dict(masked_lm_prob=p.masked_lm_prob, max_predictions_per_seq=p.max_predictions_per_seq,
+                       vocab_size=tokenizer.get_vocab_size(),
+                       continuation=continuation_table(tokenizer) if p.whole_word_mask else None)
+        return (partial(create_reference_nsp_instances, short_seq_prob=p.short_seq_prob, **masking),
+                partial(create_reference_packed_instances, **masking))
+    return (partial(create_nsp_instances, short_seq_prob=p.short_seq_prob),
+            lambda docs, length, dupe_factor, seed: create_packed_instances(docs, length))
+
+
+def heldout_sets(docs: Documents, p: DictConfig, tokenizer: Tokenizer) -> dict[str, Instances]:
+    """`heldout_instances` of each format, drawn from the same held-out documents."""
+    nsp, packed = builders(p, tokenizer)
+    n, length = p.heldout_instances, p.max_seq_length
+    return {"heldout_nsp": heldout_sample(nsp(docs, length, dupe_factor=1, seed=p.seed), n, p.seed, "NSP"),
+            "heldout_packed": heldout_sample(packed(docs, length, dupe_factor=1, seed=p.seed), n, p.seed, "packed")}
+
+
+def train_shard(index: int, texts: list[str], *, p: DictConfig, tokenizer_file: str, out: Path) -> dict[str, Any]:
+    """Shard `index` of the training text as instances of both formats under `out/<index>/` (seed + index); its
+    documents, tokens and unigram counts."""
+    tokenizer = Tokenizer.from_file(tokenizer_file)
+    docs = tokenize_documents(texts, tokenizer)
+    nsp, packed = builders(p, tokenizer)
+    seed, length = p.seed + index, p.max_seq_length
+    sets = {"train_nsp": nsp(docs, length, dupe_factor=p.dupe_factor, seed=seed),
+            "train_packed": packed(docs, length, dupe_factor=p.dupe_factor, seed=seed)}
+    return {"documents": len(docs), "characters": sum(map(len, texts)), "instances": save_shard(sets, out / f"{index:05d}"),
+            "multi_sentence": any(len(d) >= 2 for d in docs),
+            "tokens": int(sum(s.size for doc in docs for s in doc)),
+            "counts": unigram.token_counts(sets["train_packed"], tokenizer.get_vocab_size())}
 
 
 def unigram_perplexity(heldout: Instances, objective: str, logp: np.ndarray, mask_seed: int) -> float:
@@ -60,34 +115,43 @@ def nsp_stats(inst: Instances) -> dict[str, float]:
 @stage.main
 def run(cfg: DictConfig) -> None:
     data_dir = Path(cfg.data_dir)
-    tokenizer = Tokenizer.from_file(str(stage.require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")))
+    tokenizer_file = stage.require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
+    tokenizer = Tokenizer.from_file(str(tokenizer_file))
     corpus = datasets.load_from_disk(str(stage.require(data_dir / "download" / "corpus", "download")))
     c, p = cfg.corpus, cfg.pretrain_data
-    texts = list(sample_documents(corpus["text"], c.max_chars, c.seed))
-    if len(texts) <= c.heldout_documents:
-        raise stage.UserError(f"the corpus sample has {len(texts)} documents; "
-                              f"need more than heldout_documents={c.heldout_documents}")
-    log.info("tokenizing %d documents (%.1f M characters)", len(texts), sum(map(len, texts)) / 1e6)
-    heldout_docs = tokenize_documents(texts[: c.heldout_documents], tokenizer)
-    added = added_documents(c, cfg.download.tasks, data_dir / "download" / "tasks")
-    train_docs = tokenize_documents(texts[c.heldout_documents :] + added, tokenizer)
-    require_sentence_pairs(train_docs, "the training documents")
+    texts = TextColumn(corpus.select_columns("text"))
+    heldout_texts, training = heldout_split(sample_documents(texts, c.max_chars, c.seed), c.heldout_documents)
+    heldout_docs = tokenize_documents(heldout_texts, tokenizer)
     require_sentence_pairs(heldout_docs, f"the {c.heldout_documents} held-out documents (corpus.heldout_documents)")
-    vocab = tokenizer.get_vocab_size()
+    added = added_documents(c, cfg.download.tasks, data_dir / "download" / "tasks")
+    with stage.atomic_dir(data_dir / "pretrain_data") as tmp:
+        build = partial(train_shard, p=p, tokenizer_file=str(tokenizer_file), out=tmp / "shards")
+        shards = []
+        for shard in map_shards(build, shard_texts(itertools.chain(training, added), p.shard_chars),
+                                cfg.impl.data_processes):
+            shards.append(shard)
+            log.info("shard %d: %d documents, %.1f M characters -> %s", len(shards) - 1, shard["documents"],
+                     shard["characters"] / 1e6, shard["instances"])
+        if not any(shard["multi_sentence"] for shard in shards):
+            raise stage.UserError(no_sentence_pairs("the training documents", sum(s["documents"] for s in shards)))
+        sets = {name: merge(sorted((tmp / "shards").glob(f"*/{name}")), tmp / name)
+                for name in ("train_nsp", "train_packed")}
+        sets |= heldout_sets(heldout_docs, p, tokenizer)
+        counts = np.sum([shard["counts"] for shard in shards], axis=0)
+        finish(sets, counts, shards, heldout_docs, added, p, tmp)
+        warn_if_repeated(cfg, len(sets["train_nsp"]))
+        shutil.rmtree(tmp / "shards")
 
-    sets = {
-        "train_nsp": create_nsp_instances(train_docs, p.max_seq_length, short_seq_prob=p.short_seq_prob,
-                                          dupe_factor=p.dupe_factor, seed=p.seed),
-        "train_packed": create_packed_instances(train_docs, p.max_seq_length),
-        "heldout_nsp": head(create_nsp_instances(heldout_docs, p.max_seq_length, short_seq_prob=p.short_seq_prob,
-                                                 dupe_factor=1, seed=p.seed), p.heldout_instances),
-        "heldout_packed": head(create_packed_instances(heldout_docs, p.max_seq_length), p.heldout_instances),
-    }
-    counts = unigram.token_counts(sets["train_packed"], vocab)
+
+def finish(sets: dict[str, Instances], counts: np.ndarray, shards: list[dict[str, Any]], heldout_docs: Documents,
+           added: list[str], p: DictConfig, out: Path) -> None:
+    """Write the held-out sets, the unigram counts and `stats.json` beside the merged training sets."""
     logp = unigram.log_probs(counts)
     stats = {
-        "documents": {"train": len(train_docs), "heldout": len(heldout_docs), "from_task_text": len(added)},
-        "train_tokens": int(sum(s.size for doc in train_docs for s in doc)),
+        "documents": {"train": sum(shard["documents"] for shard in shards), "heldout": len(heldout_docs),
+                      "from_task_text": len(added)},
+        "shards": len(shards),
+        "train_tokens": sum(shard["tokens"] for shard in shards),
         "instances": {name: len(inst) for name, inst in sets.items()},
         "nsp": nsp_stats(sets["train_nsp"]),
         "heldout_unigram_ppl": {
@@ -96,13 +160,35 @@ def run(cfg: DictConfig) -> None:
                                         ("packed_next_token", "packed", "ltr"))
         },
     }
-    with stage.atomic_dir(data_dir / "pretrain_data") as tmp:
-        for name, inst in sets.items():
-            save_instances(inst, tmp / name)
-        np.save(tmp / "unigram_counts.npy", counts)
-        stage.write_json(tmp / "stats.json", stats)
+    for name in ("heldout_nsp", "heldout_packed"):
+        save_instances(sets[name], out / name)
+    np.save(out / "unigram_counts.npy", counts)
+    stage.write_json(out / "stats.json", stats)
     log.info("instances: %s; NSP: %s; held-out unigram perplexity: %s",
              stats["instances"], stats["nsp"], stats["heldout_unigram_ppl"])
+
+
+def warn_if_repeated(cfg: DictConfig, instances: int, limit: float = 4.0) -> None:
+    """One warning line when the profile's longest pretraining run reads its NSP instances more than `limit` times
+    (Muennighoff et al. 2023: beyond ~4 passes repeated text is worth less than fresh)."""
+    steps = max(cfg.pretrain.max_steps, cfg.pretrain.size_study_steps)
+    passes = steps * cfg.pretrain.batch_size / instances
+    if passes > limit:
+        log.warning("pretrain.max_steps=%d x batch %d reads the %d training instances %.0f times (more than %g): "
+                    "the corpus is small for this profile", steps, cfg.pretrain.batch_size, instances, passes, limit)
+
+
+class TextColumn(Sequence[str]):
+    """A dataset's `text` column read a row at a time (the corpus stays memory-mapped, not a list in RAM)."""
+
+    def __init__(self, dataset: datasets.Dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> str:  # type: ignore[override]
+        return self.dataset[int(index)]["text"]
 
 
 if __name__ == "__main__":

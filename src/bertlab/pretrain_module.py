@@ -6,7 +6,8 @@ masks (`PretrainingCollator(seed=...)`) and dropout (the global RNG reseeded bef
 Lightning's epochs are checkpoint intervals and a checkpoint is written whole at each interval's end
 (`EpochEndCheckpoint`), after that step's logging and validation, so a rerun after a kill repeats nothing and misses
 nothing. `RunRecord` keeps in the checkpoint what the earlier processes of a run contributed: the training time and
-the training curve. Under DDP only global rank zero writes checkpoints and outputs.
+the training curve. Under DDP only global rank zero writes checkpoints and outputs. A checkpoint resumes under any
+speed-only setting: compiled or not, on other devices x nodes at the same global batch.
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ class PretrainModule(pl.LightningModule):
         loss = float(loss_sum.sum() / max(count.sum(), 1))
         self.log_dict({"val/mlm_loss": loss, "val/ppl": float(np.exp(loss))}, prog_bar=True)
 
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """A checkpoint of a `torch.compile`d model (keys with `_orig_mod.`) loads into a plain one, and vice versa:
+        compiling in place (`nn.Module.compile`) keeps the plain keys."""
+        checkpoint["state_dict"] = plain_state_dict(checkpoint["state_dict"])
+
     def configure_optimizers(self) -> dict[str, Any]:
         o = self.hparams.optim
         params = [p for p in self.parameters() if p.requires_grad]
@@ -81,6 +87,11 @@ class PretrainModule(pl.LightningModule):
                                 fused=stage.fused_adamw(self))
         warmup = max(1, min(o["warmup_steps"], o["max_steps"] - 1))
         return {"optimizer": opt, "lr_scheduler": stage.warmup_then_decay(opt, warmup, o["max_steps"])}
+
+
+def plain_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` with torch.compile's wrapper (`_orig_mod.`) removed from its keys."""
+    return {key.replace("_orig_mod.", ""): value for key, value in state.items()}
 
 
 @torch.no_grad()
@@ -101,27 +112,31 @@ def heldout_losses(model: BertForPretraining, batch: dict[str, torch.Tensor], ca
 
 
 class PretrainData(pl.LightningDataModule):
-    """Training batches from `SeededBatches` (Lightning's epoch = `checkpoint_every` optimizer steps, from the
-    trainer's global step, sharded by its rank) masked per batch tag; the held-out instances in order with their
-    fixed masks (every rank scores all of them, so rank zero's perplexity counts each instance once)."""
+    """Training batches of `batch_size` per device from `SeededBatches` (Lightning's epoch = `checkpoint_every`
+    optimizer steps, from the trainer's global step, sharded by its rank) masked per batch tag; the held-out instances
+    in order with their fixed masks, `eval_batch_size` at a time (every rank scores all of them, so rank zero's
+    perplexity counts each instance once, and its batches are the same on any number of devices)."""
 
     def __init__(self, train: Instances, heldout: Instances, collate: dict[str, Any], *, batch_size: int, seed: int,
-                 checkpoint_every: int, heldout_mask_seed: int, num_workers: int) -> None:
+                 checkpoint_every: int, heldout_mask_seed: int, eval_batch_size: int, num_workers: int,
+                 pin_memory: bool = False) -> None:
         super().__init__()
         self.train, self.heldout, self.collate = train, heldout, collate
         self.batch_size, self.seed, self.checkpoint_every = batch_size, seed, checkpoint_every
-        self.heldout_mask_seed, self.num_workers = heldout_mask_seed, num_workers
+        self.heldout_mask_seed, self.eval_batch_size = heldout_mask_seed, eval_batch_size
+        self.loader = {"num_workers": num_workers, "pin_memory": pin_memory}
 
     def train_dataloader(self) -> DataLoader:
         trainer, acc = self.trainer, self.trainer.accumulate_grad_batches
         sampler = SeededBatches(len(self.train), self.batch_size, self.seed, self.checkpoint_every * acc,
-                                lambda: trainer.global_step * acc, trainer.global_rank, trainer.world_size)
+                                lambda: trainer.global_step * acc, trainer.global_rank, trainer.world_size, acc)
         return DataLoader(TaggedDataset(InstanceDataset(self.train)), sampler=sampler, batch_size=None,
-                          collate_fn=PretrainingCollator(**self.collate, seed=self.seed), num_workers=self.num_workers)
+                          collate_fn=PretrainingCollator(**self.collate, seed=self.seed), **self.loader)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(InstanceDataset(self.heldout), batch_size=self.batch_size,
-                          collate_fn=PretrainingCollator(**self.collate, fixed_mask_seed=self.heldout_mask_seed))
+        return DataLoader(InstanceDataset(self.heldout), batch_size=self.eval_batch_size,
+                          collate_fn=PretrainingCollator(**self.collate, fixed_mask_seed=self.heldout_mask_seed),
+                          pin_memory=self.loader["pin_memory"])
 
 
 class EpochEndCheckpoint(pl.Callback):
@@ -156,6 +171,13 @@ class RunRecord(pl.Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         self.started = time.perf_counter()
+
+    def on_train_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        # Batches so far, in this process's micro-batches: a run resumed with another gradient accumulation (other
+        # devices x nodes at the same global batch) validates at the same optimizer steps (`val_check_interval`).
+        total = trainer.fit_loop.epoch_loop.batch_progress.total
+        total.ready = total.started = total.processed = total.completed = (
+            trainer.global_step * trainer.accumulate_grad_batches)
 
     def on_train_batch_start(self, trainer: pl.Trainer, *_: Any) -> None:
         # The loggers' step: Lightning adds one to it when it restarts from an epoch-end checkpoint (2.6), which

@@ -62,13 +62,16 @@ SETTINGS: dict[str, Number] = {
     "tokenizer.vocab_size": count(16), "tokenizer.min_frequency": count(), "tokenizer.max_chars": count(nullable=True),
     "pretrain_data.max_seq_length": count(8), "pretrain_data.short_seq_prob": FRACTION,
     "pretrain_data.dupe_factor": count(), "pretrain_data.heldout_instances": count(), "pretrain_data.seed": count(0),
+    "pretrain_data.masked_lm_prob": Number(False, 0.0, 1.0, open_lo=True, open_hi=True),
+    "pretrain_data.max_predictions_per_seq": count(),
+    "pretrain_data.shard_chars": count(), "impl.data_processes": count(),
     "model.num_layers": count(), "model.hidden_size": count(), "model.num_heads": count(),
     "model.intermediate_size": count(),
     "objective.mlm_probability": FRACTION,  # 0 only for the causal (LTR) objective, checked below
     "pretrain.batch_size": count(), "pretrain.max_steps": count(0), "pretrain.size_study_steps": count(0), "pretrain.lr": POSITIVE,
     "pretrain.warmup_steps": count(0), "pretrain.weight_decay": Number(False, 0.0), "pretrain.eps": POSITIVE,
     "pretrain.grad_clip": Number(False, 0.0, open_lo=True, nullable=True), "pretrain.dropout": FRACTION,
-    "pretrain.accumulate_grad_batches": count(), "pretrain.val_every_steps": count(),
+    "pretrain.val_every_steps": count(),
     "pretrain.checkpoint_every_steps": count(),
     "finetune.max_seq_length": count(8), "finetune.squad_max_seq_length": count(16), "finetune.batch_size": count(),
     "finetune.epochs": count(), "finetune.lr": POSITIVE, "finetune.head_lr": Number(False, 0.0, open_lo=True,
@@ -83,7 +86,7 @@ SETTINGS: dict[str, Number] = {
     "finetune.doc_stride": count(), "finetune.max_query_length": count(), "finetune.n_best_size": count(),
     "finetune.max_answer_length": count(),
     "impl.threads": count(nullable=True), "impl.eval_batch_size": count(), "impl.num_workers": count(0),
-    "impl.num_nodes": count(nullable=True),
+    "impl.num_nodes": count(nullable=True), "impl.max_device_batch": count(nullable=True),
 }
 
 

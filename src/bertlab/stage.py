@@ -157,15 +157,20 @@ def apply_impl(impl: DictConfig) -> None:
 
 
 def num_nodes(impl: DictConfig) -> int:
-    """`impl.num_nodes`, or when it is null the launcher's node count (SLURM's `SLURM_NNODES`, torchrun's
-    `WORLD_SIZE / LOCAL_WORLD_SIZE`), else 1: Lightning checks it against the processes the launcher started."""
+    """`impl.num_nodes`, or when it is null the launcher's node count, else 1; Lightning checks it against the
+    processes the launcher started. Launchers in Lightning's order of detection: torchrun (`GROUP_WORLD_SIZE`, its
+    number of nodes, else `WORLD_SIZE / LOCAL_WORLD_SIZE`), then SLURM (`SLURM_NNODES`)."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+
     if impl.get("num_nodes") is not None:
         return int(impl.num_nodes)
     env = os.environ
-    if "SLURM_NNODES" in env:
+    if TorchElasticEnvironment.detect():
+        if "GROUP_WORLD_SIZE" in env:
+            return int(env["GROUP_WORLD_SIZE"])
+        return max(1, int(env["WORLD_SIZE"]) // int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])))
+    if SLURMEnvironment.detect() and "SLURM_NNODES" in env:
         return int(env["SLURM_NNODES"])
-    if "WORLD_SIZE" in env and "LOCAL_WORLD_SIZE" in env:
-        return max(1, int(env["WORLD_SIZE"]) // int(env["LOCAL_WORLD_SIZE"]))
     return 1
 
 
@@ -175,6 +180,34 @@ def trainer_devices(impl: DictConfig) -> dict[str, Any]:
     search."""
     return {"accelerator": impl.accelerator, "devices": impl.devices, "num_nodes": num_nodes(impl),
             "strategy": impl.strategy, "precision": impl.precision}
+
+
+def split_batch(global_batch: int, world_size: int, max_device_batch: int | None, setting: str) -> tuple[int, int]:
+    """(per-device micro-batch, gradient accumulation) giving the result setting `setting`=`global_batch` on
+    `world_size` processes: the fewest accumulation steps that keep the micro-batch within `max_device_batch`
+    (`impl.max_device_batch`, speed only; None: no limit). A UserError unless the processes share it evenly."""
+    if global_batch % world_size:
+        raise UserError(f"{setting}={global_batch} (the global batch) is not divisible by the {world_size} "
+                        "processes present (devices x nodes)")
+    per_process = global_batch // world_size
+    limit = max_device_batch or per_process
+    accumulate = next(a for a in range(1, per_process + 1) if per_process % a == 0 and per_process // a <= limit)
+    return per_process // accumulate, accumulate
+
+
+def fit_global_batch(trainer: Any, global_batch: int, max_device_batch: int | None, setting: str) -> int:
+    """The per-device micro-batch of `global_batch` on the trainer's devices x nodes; sets the trainer's gradient
+    accumulation to match (as Lightning's GradientAccumulationScheduler does), before `fit`."""
+    micro, accumulate = split_batch(global_batch, trainer.num_devices * trainer.num_nodes, max_device_batch, setting)
+    trainer.accumulate_grad_batches = accumulate
+    log.info("%s=%d: %d x %d device(s) x %d node(s) x %d accumulation step(s)", setting, global_batch, micro,
+             trainer.num_devices, trainer.num_nodes, accumulate)
+    return micro
+
+
+def on_cuda(trainer: Any) -> bool:
+    """Whether the trainer runs on CUDA devices (pinned host memory, no host syncs in training steps)."""
+    return trainer.strategy.root_device.type == "cuda"
 
 
 def progress_bar():

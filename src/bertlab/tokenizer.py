@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import datasets
@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from bertlab import stage
-from bertlab.data.corpus import sample_documents
+from bertlab.data.corpus import heldout_split, sample_documents
 from bertlab.data.task_text import added_documents
 
 log = logging.getLogger(__name__)
@@ -76,17 +76,23 @@ def _batches(texts: Iterable[str], size: int = 256) -> Iterator[list[str]]:
         yield batch
 
 
+def training_texts(cfg: DictConfig, texts: Sequence[str]) -> Iterator[str]:
+    """The tokenizer's training text: the corpus sample without its held-out documents (they stay unseen, as
+    `pretrain_data` holds out the same first `corpus.heldout_documents`), then any tasks' text."""
+    _, training = heldout_split(sample_documents(texts, cfg.tokenizer.max_chars, cfg.corpus.seed),
+                                cfg.corpus.heldout_documents)
+    added = added_documents(cfg.corpus, cfg.download.tasks, Path(cfg.data_dir) / "download" / "tasks")
+    return itertools.chain(training, added)
+
+
 @stage.main
 def run(cfg: DictConfig) -> None:
     t = cfg.tokenizer
     if t.kind not in KINDS:
         raise stage.UserError(f"tokenizer.kind={t.kind!r}: expected one of {', '.join(KINDS)}")
     corpus = datasets.load_from_disk(str(stage.require(Path(cfg.data_dir) / "download" / "corpus", "download")))
-    added = added_documents(cfg.corpus, cfg.download.tasks, Path(cfg.data_dir) / "download" / "tasks")
-    tok = train_tokenizer(
-        itertools.chain(sample_documents(corpus["text"], t.max_chars, cfg.corpus.seed), added),
-        kind=t.kind, vocab_size=t.vocab_size, lowercase=t.lowercase, min_frequency=t.min_frequency,
-    )
+    tok = train_tokenizer(training_texts(cfg, corpus["text"]), kind=t.kind, vocab_size=t.vocab_size,
+                          lowercase=t.lowercase, min_frequency=t.min_frequency)
     if tok.get_vocab_size() > t.vocab_size:  # the trainer keeps every character it saw, whatever the size asked
         raise stage.UserError(f"tokenizer.vocab_size={t.vocab_size} is below the {tok.get_vocab_size()} tokens that "
                               "the corpus's characters and the special tokens need alone: raise it")

@@ -91,3 +91,32 @@ def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="pretrain run 'bad'"):
         write_all({**PARAMS, "pretrain": {"bad": ["objective=nonsense"]}}, tmp_path / "configs")
     assert not (tmp_path / "configs").exists()
+
+
+def test_the_key_holds_the_global_batch_not_how_devices_split_it(tmp_path: Path) -> None:
+    from bertlab.pretrain import run_key
+
+    keys = {}
+    for name, overrides in {
+        "one": [], "two": ["impl.devices=2", "impl.strategy=ddp"], "nodes": ["impl=gpu", "impl.num_nodes=2"],
+        "accumulated": ["impl.max_device_batch=4"], "bigger": ["pretrain.batch_size=32"],
+    }.items():
+        params = {**PARAMS, "pretrain": {"bert": ["objective=mlm_nsp", *overrides]}, "finetune": {}}
+        write_all(params, tmp_path / name)
+        cfg = compose_with("profile=smoke", *overrides)
+        keys[name] = ((tmp_path / name / "pretrain/bert.key.yaml").read_text(), run_key(cfg, []))
+    assert keys["one"] == keys["two"] == keys["nodes"] == keys["accumulated"]  # key file and run key alike
+    assert keys["bigger"][0] != keys["one"][0] and keys["bigger"][1] != keys["one"][1]
+    assert yaml.safe_load(keys["bigger"][0])["pretrain"]["batch_size"] == 32
+    assert yaml.safe_load(keys["one"][0])["pretrain"]["batch_size"] == 16  # the smoke profile's global batch
+
+
+@pytest.mark.parametrize(("mirror", "preset"), [("/some/mirror", "mirror"), (None, "online")])
+def test_the_auto_corpus_follows_where_the_data_come_from(monkeypatch, mirror: str | None, preset: str) -> None:
+    if mirror:
+        monkeypatch.setenv("BERTLAB_DATA_MIRROR", mirror)
+    else:
+        monkeypatch.delenv("BERTLAB_DATA_MIRROR", raising=False)
+    download = next(overrides for stage, _, overrides in runs(PARAMS | {"corpus": "auto"}) if stage == "download")
+    assert f"corpus={preset}" in download
+    assert "corpus=mirror" in next(o for s, _, o in runs(PARAMS) if s == "download")  # a named preset stays

@@ -1,10 +1,13 @@
 """Lightning DDP with 2 CPU processes over gloo: every objective and task kind trains with plain `ddp` (no unused
-parameters), writes its output once, and scores as a 1-process run at the same global batch (evaluation alone:
-exactly; after training: within the tolerances below, measured on these tiny runs)."""
+parameters), writes its output once, and scores as a 1-process run at the same global batch (the batch settings are
+global: each process takes half; evaluation alone: exactly; after training: within the tolerances below, measured on
+these tiny runs). A run resumes on another number of processes; two torchrun "nodes" on this machine train as one."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +22,12 @@ from bertlab.finetune_model import FinetuneModule
 from bertlab.model import BertConfig, BertEncoder
 from bertlab.pretrain_module import PretrainModule
 from tests.unit.test_finetune import ENV, config, data_dir  # noqa: F401  (data_dir: fine-tuning's fixture)
+from tests.unit.test_pretrain import KILL_AT_STEP, PINNED, RUN, checkpoint, validated_steps
+from tests.unit.test_pretrain import pretrain as pretrain_patched
 from tests.unit.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
-DDP = ["impl.accelerator=cpu", "impl.devices=2", "impl.strategy=ddp", "impl.threads=1"]
+# the 2-process run has the 1-process run's key (the same global batch): it must train, not copy that twin
+DDP = ["impl.accelerator=cpu", "impl.devices=2", "impl.strategy=ddp", "impl.threads=1", "impl.reuse_twins=false"]
 PPL_TOLERANCE = 0.02  # relative held-out perplexity gap after 4 steps (measured: 0.04% ltr, 0.09% mlm, 0.6% mlm_nsp)
 METRIC_TOLERANCE = 15.0  # dev metric points after 1 epoch on tiny data (another data order, other dropout draws)
 
@@ -47,8 +53,8 @@ def pretrain(data: Path, name: str, *args: str) -> dict:
 ])
 def test_pretraining_under_ddp_matches_one_process(prepared: Path, objective: str) -> None:  # noqa: F811
     one = pretrain(prepared, f"one_{objective}", f"objective={objective}", "pretrain.batch_size=8")
-    two = pretrain(prepared, f"ddp_{objective}", f"objective={objective}", "pretrain.batch_size=4", *DDP)
-    assert two["steps"] == one["steps"] == 4
+    two = pretrain(prepared, f"ddp_{objective}", f"objective={objective}", "pretrain.batch_size=8", *DDP)
+    assert two["steps"] == one["steps"] == 4 and two["global_batch"] == one["global_batch"] == 8
     assert two["heldout_unigram_ppl"] == one["heldout_unigram_ppl"]  # the same held-out positions, each once
     assert abs(two["heldout_ppl"] / one["heldout_ppl"] - 1) < PPL_TOLERANCE
     assert two["heldout_ppl"] != one["heldout_ppl"]  # per-rank masks and dropout: not the 1-process draws
@@ -59,6 +65,56 @@ def test_pretraining_evaluation_alone_under_ddp_is_exact(prepared: Path) -> None
     one = pretrain(prepared, "eval_one", "pretrain.max_steps=0")
     two = pretrain(prepared, "eval_ddp", "pretrain.max_steps=0", *DDP)
     assert two["heldout_ppl"] == one["heldout_ppl"] and two["steps"] == 0
+
+
+def test_a_global_batch_the_processes_cannot_share_is_refused_before_training(prepared: Path) -> None:  # noqa: F811
+    done = stage("pretrain", prepared, "name=odd", "pretrain.batch_size=7", *DDP)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == ("error: pretrain.batch_size=7 (the global batch) is not divisible "
+                                                    "by the 2 processes present (devices x nodes)")
+    assert not (prepared / "pretrain" / "odd").exists()
+
+
+@pytest.mark.slow
+def test_a_run_killed_on_one_process_resumes_on_two(prepared: Path, tmp_path: Path) -> None:  # noqa: F811
+    """The same global batch on 2 processes: the same key, so the checkpoint resumes; the same steps and validations."""
+    killed = pretrain_patched(prepared, tmp_path, "name=moved", kill_at=KILL_AT_STEP, code_hash=PINNED)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    last = checkpoint(prepared, "moved")
+    done = pretrain_patched(prepared, tmp_path, "name=moved", *DDP, code_hash=PINNED)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming from {last}" in done.stdout + done.stderr
+    whole = pretrain(prepared, "moved_whole", *RUN, "impl.reuse_twins=false")
+    moved = json.loads((prepared / "pretrain" / "moved" / "metrics.json").read_text())
+    assert moved["steps"] == whole["steps"] == 12 and moved["global_batch"] == 8
+    assert validated_steps(prepared, "moved") == validated_steps(prepared, "moved_whole")
+    assert abs(moved["heldout_ppl"] / whole["heldout_ppl"] - 1) < PPL_TOLERANCE
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_torchrun_nodes_train_one_run(prepared: Path) -> None:  # noqa: F811
+    """`torchrun --nnodes 2 --nproc-per-node 1` twice on this machine (node ranks 0 and 1): Lightning's DDP over both,
+    `impl.num_nodes` null (torchrun's), the outputs written once by global rank zero."""
+    port, env = free_port(), {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    nodes = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1", "--node-rank",
+         str(rank), "--master-addr", "127.0.0.1", "--master-port", str(port), "-m", "bertlab.pretrain",
+         f"data_dir={prepared}", *TINY, "name=nodes", "impl.accelerator=cpu", "impl.devices=1", "impl.strategy=ddp",
+         "impl.num_nodes=null", "impl.threads=1", "impl.reuse_twins=false"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for rank in (0, 1)]
+    done = [node.communicate(timeout=600) for node in nodes]
+    for node, (out, err) in zip(nodes, done):
+        assert node.returncode == 0, err[-3000:]
+        assert "pretrain.batch_size=8: 4 x 1 device(s) x 2 node(s) x 1 accumulation step(s)" in out + err
+    assert outputs(prepared / "pretrain", "nodes") == [prepared / "pretrain" / "nodes"]
+    result = json.loads((prepared / "pretrain" / "nodes" / "metrics.json").read_text())
+    assert result["steps"] == 4 and result["global_batch"] == 8 and 1 < result["heldout_ppl"] < 1000
+    assert sorted(p.name for p in (prepared / "timing" / "pretrain").glob("nodes*")) == ["nodes.json"]
 
 
 # -- fine-tuning ------------------------------------------------------------------------------------------------
@@ -96,7 +152,7 @@ def finetune_one(data: Path, name: str, *args: str) -> dict:
                                   for k in CELLS])
 def test_finetuning_under_ddp_matches_one_process(data_dir: Path, kind: str) -> None:  # noqa: F811
     one = finetune_one(data_dir, f"one_{kind}", *CELLS[kind], "finetune.batch_size=16")
-    two = finetune_ddp(data_dir, f"ddp_{kind}", *CELLS[kind], "finetune.batch_size=8")
+    two = finetune_ddp(data_dir, f"ddp_{kind}", *CELLS[kind], "finetune.batch_size=16")
     assert two["eval_examples"] == one["eval_examples"] and two["steps"] == one["steps"]
     assert abs(two["headline"] - one["headline"]) <= METRIC_TOLERANCE
 
@@ -106,7 +162,7 @@ def test_finetuning_under_ddp_matches_one_process(data_dir: Path, kind: str) -> 
 def test_finetuning_evaluation_alone_under_ddp_is_exact(data_dir: Path, kind: str) -> None:  # noqa: F811
     # lr 1e-30: the training steps run but change no weight (every update is below float32's resolution)
     one = finetune_one(data_dir, f"eval_one_{kind}", *CELLS[kind], "finetune.lr=1e-30", "finetune.batch_size=16")
-    two = finetune_ddp(data_dir, f"eval_ddp_{kind}", *CELLS[kind], "finetune.lr=1e-30", "finetune.batch_size=8")
+    two = finetune_ddp(data_dir, f"eval_ddp_{kind}", *CELLS[kind], "finetune.lr=1e-30", "finetune.batch_size=16")
     assert two["metrics"] == one["metrics"]
     items = [json.loads((data_dir / "finetune" / n / "items.json").read_text())
              for n in (f"eval_one_{kind}", f"eval_ddp_{kind}")]
@@ -182,6 +238,20 @@ def test_ranks_take_disjoint_shards_of_the_one_process_batch_and_their_own_tags(
         tags = [{t for t, _ in part} for part in parts]
         assert tags[0] != tags[1]  # masks and dropout are seeded by the tag: they differ between ranks
     assert [t for t, _ in next(iter(one))] == [0] * 8  # 1 process: the tag is the batch index, as before
+
+
+def test_an_optimizer_step_sees_the_same_examples_however_its_batch_is_split() -> None:
+    """Global batch 8 over 22 examples (2 steps per data epoch): 1 x 8, 2 processes x 4, 2 processes x 2 x 2
+    accumulation steps; 6 optimizer steps, across data epochs."""
+    def steps(micro: int, world: int, acc: int) -> list[list[int]]:
+        ranks = [list(SeededBatches(22, micro, seed=3, window=6 * acc, start=lambda: 0, rank=r, world_size=world,
+                                    accumulate=acc)) for r in range(world)]
+        return [sorted(i for rank in ranks for batch in rank[s * acc:(s + 1) * acc] for _, i in batch)
+                for s in range(6)]
+
+    whole = steps(8, 1, 1)
+    assert steps(4, 2, 1) == steps(2, 2, 2) == steps(4, 1, 2) == whole
+    assert all(len(set(step)) == 8 for step in whole) and whole[:2] != whole[2:4]
 
 
 @pytest.mark.parametrize("world_size", [1, 2])

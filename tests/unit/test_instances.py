@@ -110,13 +110,14 @@ def test_truncation_matches_truncate_seq_pair():
         a_len, b_len, max_tokens = rng.randint(1, 200), rng.randint(1, 200), rng.randint(2, 200)
         a, b = list(range(a_len)), list(range(b_len))
         while len(a) + len(b) > max_tokens:  # google-research/bert, lengths only
-            (a if len(a) >= len(b) else b).pop()
+            (a if len(a) > len(b) else b).pop()  # the longer segment, B on ties
         a_start, a_new, b_start, b_new = _truncate_pair(1000, a_len, 5000, b_len, max_tokens, rng)
         assert (a_new, b_new) == (len(a), len(b))
         assert 1000 <= a_start <= 1000 + a_len - a_new and 5000 <= b_start <= 5000 + b_len - b_new
         front_cuts += a_start - 1000 + b_start - 5000
         total_cuts += a_len - a_new + b_len - b_new
     assert abs(front_cuts / total_cuts - 0.5) < 0.01  # each trimmed token: front or back with p = 1/2
+    assert _truncate_pair(0, 10, 50, 10, 19, rng)[1::2] == (10, 9)  # equal lengths: B loses the token
 
 
 def test_nsp_next_sentence_ratio(nsp):
@@ -165,8 +166,11 @@ def test_save_load_round_trip(nsp, tmp_path):
     save_instances(nsp, tmp_path / "nsp")
     loaded = load_instances(tmp_path / "nsp")
     assert isinstance(loaded.input_ids, np.memmap)
-    for name in vars(nsp):
-        original, restored = getattr(nsp, name), getattr(loaded, name)
+    for name, original in vars(nsp).items():
+        restored = getattr(loaded, name)
+        if original is None:  # no static masks: none written, none loaded
+            assert restored is None and not (tmp_path / "nsp" / f"{name}.npy").exists()
+            continue
         assert restored.dtype == original.dtype and np.array_equal(restored, original), name
     example = InstanceDataset(loaded)[7]
     assert example["index"] == 7 and np.array_equal(example["input_ids"], nsp.input_ids[7])

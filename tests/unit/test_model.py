@@ -181,3 +181,18 @@ def test_dropout_rate_scale_and_gradient(p: float) -> None:
     assert torch.equal(x.grad, y.detach() * 2)
     assert not torch.equal(drop(x), y)  # a fresh mask each call
     assert torch.equal(drop.eval()(x), x) and torch.equal(Dropout(0.0).train()(x), x)
+
+
+def test_dropout_keeps_its_cpu_masks_and_uses_torchs_own_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(3, 5, 7)
+    torch.manual_seed(1)
+    got = Dropout(0.1).train()(x)
+    torch.manual_seed(1)  # the CPU masks as they always were: 4 x 16-bit lanes of one 64-bit draw
+    bits = torch.empty((x.numel() + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
+    keep = bits.view(torch.int16)[: x.numel()].view(x.shape) >= round(0.1 * 2**16) - 2**15
+    assert torch.equal(got, x * torch.where(keep, 2**16 / (2**16 - round(0.1 * 2**16)), 0.0))
+    calls = []
+    monkeypatch.setattr(F, "dropout", lambda t, p, training: calls.append((t.device.type, p, training)) or t)
+    Dropout(0.1).train()(x)
+    Dropout(0.1).train()(torch.empty(3, 5, 7, device="meta"))  # any non-CPU device, as CUDA
+    assert calls == [("meta", 0.1, True)]

@@ -1,6 +1,6 @@
 """The pretrain stage: its exports, per-instance held-out losses with their unigram floor, and its checkpoints: a
-SIGKILLed run resumed ends as the uninterrupted one; a code change, a finished run or an unreadable checkpoint
-trains from scratch."""
+SIGKILLed run resumed ends as the uninterrupted one, also with its global batch split otherwise or compiled; a code
+change, a finished run or an unreadable checkpoint trains from scratch."""
 
 from __future__ import annotations
 
@@ -23,13 +23,14 @@ from bertlab.data.sampler import SeededBatches, TaggedDataset
 from bertlab.export import load_plain
 from bertlab.model import BertConfig, BertForPretraining
 from bertlab.pretrain import resume_from
-from bertlab.pretrain_module import RunRecord, heldout_losses
+from bertlab.pretrain_module import PretrainModule, RunRecord, heldout_losses
 from tests.unit.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 # 12 steps, a checkpoint and a validation every 4, dropout 0.1 (the default): the kill lands between checkpoints.
 RUN = ["pretrain.max_steps=12", "pretrain.checkpoint_every_steps=4", "pretrain.val_every_steps=4"]
 THROUGHPUT = {"train/time", "train/batches", "train/samples", "train/lengths"}
 KILL_AT_STEP = 6  # after the step-4 checkpoint: steps 5-6 are lost and must be redone, not double-logged
+PINNED = "1" * 64  # a code hash for a kill and its resume: an edit of the package between them changes no key
 
 # Runs `python -m bertlab.pretrain` after a patch: SIGKILL itself at the start of step KILL_AT (a real kill: no
 # cleanup, no flush), and/or a changed code hash.
@@ -305,3 +306,67 @@ def test_a_run_identical_to_a_finished_one_copies_it(prepared: Path, whole: dict
     model = (prepared / "pretrain" / twin["trained_as"] / "model.pt").read_bytes()
     assert (prepared / "pretrain/twin/model.pt").read_bytes() == model
     assert not list((prepared / "checkpoints" / "pretrain").glob("twin-*"))  # nothing trained, nothing resumed
+
+
+def validated_steps(data: Path, name: str) -> list[int]:
+    with (data / "pretrain" / name / "metrics.csv").open(newline="") as f:
+        return [int(r["step"]) for r in csv.DictReader(f) if r.get("val/ppl")]
+
+
+def kill_then_resume(data: Path, tmp: Path, name: str, *resume_args: str) -> tuple[str, subprocess.CompletedProcess]:
+    """Kill run `name` at KILL_AT_STEP, rerun it with `resume_args`; the checkpoint's key and the finished rerun,
+    which resumed from that checkpoint."""
+    killed = pretrain(data, tmp, f"name={name}", kill_at=KILL_AT_STEP, code_hash=PINNED)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    last = checkpoint(data, name)
+    key = RunRecord.key_of(torch.load(last, map_location="cpu", weights_only=False))
+    done = pretrain(data, tmp, f"name={name}", *resume_args, code_hash=PINNED)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming from {last}" in done.stdout + done.stderr
+    return key, done
+
+
+def test_a_run_resumes_with_its_global_batch_split_into_accumulation_steps(
+        prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
+    """Killed at batch 8 x 1, resumed as 4 x 2 (impl.max_device_batch=4): the same run key, optimizer steps and
+    validations; the numbers within what other mask and dropout draws move them (not bit-identical)."""
+    key, done = kill_then_resume(prepared, tmp_path, "split", "impl.max_device_batch=4")
+    assert "pretrain.batch_size=8: 4 x 1 device(s) x 1 node(s) x 2 accumulation step(s)" in done.stdout + done.stderr
+    resumed = metrics(prepared, "split")
+    assert resumed["run_key"] == key and resumed["global_batch"] == whole["global_batch"] == 8
+    assert resumed["steps"] == 12 and validated_steps(prepared, "split") == validated_steps(prepared, "whole")
+    assert abs(resumed["heldout_ppl"] / whole["heldout_ppl"] - 1) < 0.02
+
+
+def test_a_checkpoint_loads_whether_or_not_either_model_was_compiled() -> None:
+    config = BertConfig(vocab_size=50, num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32,
+                        max_position_embeddings=16)
+
+    def module() -> PretrainModule:
+        return PretrainModule(model=vars(config), objective={"nsp": True, "causal": False}, optim={}, seed=0)
+
+    torch.manual_seed(0)
+    saved = module()
+    plain = saved.state_dict()
+    saved.model = torch.compile(saved.model)  # a wrapper: its keys gain `_orig_mod.`
+    wrapped = saved.state_dict()
+    assert all(k.startswith("model._orig_mod.") for k in wrapped)
+    for state in (plain, wrapped):
+        for compiled in (False, True):
+            fresh = module()
+            if compiled:
+                fresh.model.compile()  # how impl.compile compiles: in place, the keys stay plain
+            assert fresh.state_dict().keys() == plain.keys()
+            ckpt = {"state_dict": dict(state)}
+            fresh.on_load_checkpoint(ckpt)
+            fresh.load_state_dict(ckpt["state_dict"])  # strict: every key matches
+            assert all(torch.equal(v, fresh.state_dict()[k]) for k, v in plain.items())
+
+
+@pytest.mark.slow
+def test_a_run_resumes_compiled_after_a_kill_uncompiled(
+        prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
+    key, _ = kill_then_resume(prepared, tmp_path, "compiled", "impl.compile=true")
+    resumed = metrics(prepared, "compiled")
+    assert resumed["run_key"] == key and resumed["steps"] == 12
+    assert resumed["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-3)  # compiled kernels round otherwise

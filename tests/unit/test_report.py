@@ -299,6 +299,15 @@ def test_deviations_name_each_setting_that_departs_from_the_paper() -> None:
     assert "fine-tuning learning rate: `finetune.lr` = 0.0003 (the paper: 5e-05 or 4e-05 or 3e-05 or 2e-05)" in lines
     assert not any("mlm_probability" in x or "task_text" in x for x in lines)   # the cpu profile keeps these
     assert lines[-len(recipe["always"]):] == recipe["always"]
-    # the paper profile departs only where the paper's schedule is not one setting (128 then 512), and in the details
+    google = [x for x in lines if x.startswith("google's create_pretraining_data.py semantics")]
+    assert len(google) == 1 and google[0].endswith("`pretrain_data.reference` = False (the paper: True)")
+    for difference in ("dynamic masking", "[CLS]/[SEP] included", "max_predictions_per_seq", "any of the vocabulary",
+                       "documents not reshuffled"):
+        assert difference in google[0]
+    # the paper profile departs only where the paper's schedule is not one setting (128 then 512), in the data's
+    # random details (dynamic masking) and in the fixed ones
     assert [x.split(":")[0] for x in deviations(paper, recipe)[: -len(recipe["always"])]] == [
-        "pretraining sequence length (the paper"]
+        "pretraining sequence length (the paper", "google's create_pretraining_data.py semantics (bertlab.data.reference). Without them"]
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        reference = compose("config", overrides=["profile=paper", "pretrain_data.reference=true"])
+    assert not any(x.startswith("google's") for x in deviations(reference, recipe))

@@ -46,3 +46,32 @@ def test_hub_unreachable_fails_with_the_env_var_named() -> None:
     with pytest.raises(SourceError) as err:
         load_split("nyu-mll/glue", "sst2", "train", None)
     assert MIRROR_ENV in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_hub_corpus_is_streamed_to_disk_a_batch_at_a_time(mirror: Path, tmp_path: Path, monkeypatch) -> None:
+    """The hub path of `download`: every source asked for as a stream (here served from the mirror's files)."""
+    import datasets
+    from omegaconf import OmegaConf
+
+    import bertlab.download as download
+    from bertlab.data.sources import mirror_files
+
+    load, asked = datasets.load_dataset, []
+
+    def hub(hub_id: str, config: str | None = None, split: str = "train", streaming: bool = False, **kwargs):
+        if hub_id == "parquet":  # the streamed file read back
+            return load(hub_id, split=split, **kwargs)
+        asked.append((hub_id, streaming))
+        files = [str(f) for f in mirror_files(mirror, hub_id, config, split)]
+        return load("parquet", data_files=files, split="train", streaming=streaming)
+
+    sources = OmegaConf.create([{"hub_id": "bertlab/wiki-text", "config": "default", "split": "train", "text_column": "text"},
+                                {"hub_id": "bertlab/gutenberg-books", "config": "default", "split": "train",
+                                 "text_column": "text"}])
+    monkeypatch.setattr(download.datasets, "load_dataset", hub)
+    corpus = download.stream_corpus(sources, tmp_path / "corpus.parquet", batch_size=7)
+    assert asked == [("bertlab/wiki-text", True), ("bertlab/gutenberg-books", True)]
+    expected = [t for name in ("wiki-text", "gutenberg-books")
+                for t in load_split(f"bertlab/{name}", "default", "train", mirror)["text"]]
+    assert list(corpus["text"]) == [t for t in expected if t.strip()] and len(corpus) == 44
+    assert list(corpus["source"]) == ["bertlab/wiki-text"] * 40 + ["bertlab/gutenberg-books"] * 4

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 TINY = ["profile=smoke", "model=tiny", "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2",
         "model.intermediate_size=64", "tokenizer.vocab_size=300", "pretrain.batch_size=8",
         "pretrain.max_steps=4", "pretrain.val_every_steps=2", "pretrain.checkpoint_every_steps=2",
-        "pretrain_data.heldout_instances=16", "corpus.heldout_documents=2", "logger=csv"]
+        "pretrain_data.heldout_instances=16", "corpus.heldout_documents=8", "logger=csv"]
 
 
 def stage(name: str, data_dir: Path, *overrides: str, mirror: Path | None = None) -> subprocess.CompletedProcess:
@@ -68,8 +68,8 @@ def test_tokenizer_has_bert_special_tokens_first(prepared: Path) -> None:
 
 def test_pretrain_data_stats(prepared: Path) -> None:
     stats = json.loads((prepared / "pretrain_data/stats.json").read_text())
-    assert stats["documents"] == {"train": 42, "heldout": 2, "from_task_text": 0}
-    assert 0 < stats["instances"]["heldout_nsp"] <= 16  # capped at heldout_instances
+    assert stats["documents"] == {"train": 36, "heldout": 8, "from_task_text": 0}
+    assert stats["instances"]["heldout_nsp"] == stats["instances"]["heldout_packed"] == 16  # as asked
     assert 0.3 < stats["nsp"]["not_next_ratio_multi_sentence_chunks"] < 0.7
     assert stats["heldout_unigram_ppl"]["nsp"] > 1
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -69,8 +70,12 @@ def require_sentence_pairs(documents: Sequence[Sequence[np.ndarray]], what: str)
     """A UserError unless some document has two or more sentences: next-sentence pairs need them (with none,
     every NSP pair would be a random "NotNext" one)."""
     if not any(len(doc) >= 2 for doc in documents):
-        raise UserError(f"{what}: no document has two or more sentences ({len(documents)} documents); "
-                        "next-sentence prediction needs them: use a corpus of multi-sentence documents")
+        raise UserError(no_sentence_pairs(what, len(documents)))
+
+
+def no_sentence_pairs(what: str, documents: int) -> str:
+    return (f"{what}: no document has two or more sentences ({documents} documents); "
+            "next-sentence prediction needs them: use a corpus of multi-sentence documents")
 
 
 def _sentence_batches(texts: Iterable[str], size: int) -> Iterator[tuple[list[str], list[int]]]:
@@ -87,6 +92,17 @@ def _sentence_batches(texts: Iterable[str], size: int) -> Iterator[tuple[list[st
             sentences, counts = [], []
     if sentences:
         yield sentences, counts
+
+
+def heldout_split(documents: Iterable[str], heldout_documents: int, what: str = "the corpus sample"
+                  ) -> tuple[list[str], Iterator[str]]:
+    """The first `heldout_documents` documents (held out: never trained on, tokenizer included) and the rest."""
+    documents = iter(documents)
+    heldout = list(itertools.islice(documents, heldout_documents + 1))
+    if len(heldout) <= heldout_documents:
+        raise UserError(f"{what} has {len(heldout)} documents; corpus.heldout_documents={heldout_documents} "
+                        "leaves none to train on")
+    return heldout[:-1], itertools.chain(heldout[-1:], documents)
 
 
 def sample_documents(texts: Sequence[str], max_chars: int | None, seed: int) -> Iterator[str]:

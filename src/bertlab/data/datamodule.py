@@ -122,10 +122,11 @@ class TaskDataModule(pl.LightningDataModule):
         self, task: Task, task_dir: Path, tokenizer: Tokenizer, lengths: Lengths, *, batch_size: int,
         eval_batch_size: int | None = None, num_workers: int = 0, max_train_examples: int | None = None,
         max_eval_examples: int | None = None, subsample_seed: int = 0, n_best_size: int = 20, max_answer_length: int = 30,
+        pin_memory: bool = False,
     ) -> None:
         super().__init__()
         self.task, self.task_dir, self.tokenizer, self.lengths = task, Path(task_dir), tokenizer, lengths
-        self.batch_size, self.num_workers = batch_size, num_workers
+        self.batch_size, self.num_workers, self.pin_memory = batch_size, num_workers, pin_memory
         self.eval_batch_size = eval_batch_size or batch_size
         self.max_train_examples, self.max_eval_examples, self.subsample_seed = (
             max_train_examples, max_eval_examples, subsample_seed)
@@ -174,4 +175,5 @@ class TaskDataModule(pl.LightningDataModule):
         return DataLoader(
             rows, batch_size=batch_size, shuffle=shuffle, num_workers=self.num_workers,
             collate_fn=functools.partial(pad_collate, pad_id=self.pad_id), persistent_workers=self.num_workers > 0,
+            pin_memory=self.pin_memory,
         )

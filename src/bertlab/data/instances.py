@@ -1,7 +1,8 @@
 """Pretraining instances: NSP sentence pairs (google-research/bert `create_pretraining_data.py`) and
 packed single-segment sequences (No-NSP and left-to-right objectives), stored as memory-mappable arrays.
 
-Masking is not part of an instance: it is drawn per batch by `bertlab.data.masking`.
+Masking is not part of these instances: it is drawn per batch by `bertlab.data.masking` (RoBERTa's dynamic
+masking). `bertlab.data.reference` builds instances with google's static masks instead.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from bertlab.tokenizer import CLS_ID, PAD_ID, SEP_ID
 
 IS_NEXT, NOT_NEXT = 0, 1  # Hugging Face `next_sentence_label` convention
 Documents = Sequence[Sequence[np.ndarray]]  # documents -> sentences -> token ids (no special tokens)
+OPTIONAL = ("masked_input_ids", "mlm_mask")  # static masks: only reference-mode instances have them
 
 
 @dataclass
@@ -32,6 +34,8 @@ class Instances:
     Statistics: `document_index` [N] int32, the input document A (packed: the first token) comes from;
     `short_target` [N] bool, the document pass drew a shortened target length; `chunk_sentences` [N] uint16,
     the number of sentences accumulated into the chunk A was taken from (0 for packed).
+    Static masks (`bertlab.data.reference`), else None: `masked_input_ids` [N, L], what the model reads, and
+    `mlm_mask` [N, L] bool, the positions it predicts (their labels are `input_ids`).
     """
 
     input_ids: np.ndarray
@@ -40,25 +44,28 @@ class Instances:
     document_index: np.ndarray
     short_target: np.ndarray
     chunk_sentences: np.ndarray
+    masked_input_ids: np.ndarray | None = None
+    mlm_mask: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
 
 
 def save_instances(instances: Instances, directory: str | Path) -> None:
-    """Write each field of `instances` to `directory/<field>.npy`."""
+    """Write each field of `instances` (but absent static masks) to `directory/<field>.npy`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for field in dataclasses.fields(Instances):
-        np.save(directory / f"{field.name}.npy", getattr(instances, field.name))
+        if (value := getattr(instances, field.name)) is not None:
+            np.save(directory / f"{field.name}.npy", value)
 
 
 def load_instances(directory: str | Path) -> Instances:
     """Memory-map the instances written by `save_instances`."""
     directory = Path(directory)
-    return Instances(
-        **{f.name: np.load(directory / f"{f.name}.npy", mmap_mode="r") for f in dataclasses.fields(Instances)}
-    )
+    files = {f.name: directory / f"{f.name}.npy" for f in dataclasses.fields(Instances)}
+    return Instances(**{name: np.load(file, mmap_mode="r") for name, file in files.items()
+                        if file.exists() or name not in OPTIONAL})
 
 
 class InstanceDataset(torch.utils.data.Dataset):
@@ -69,6 +76,8 @@ class InstanceDataset(torch.utils.data.Dataset):
         self.input_ids = np.asarray(instances.input_ids)
         self.token_type_ids = np.asarray(instances.token_type_ids)
         self.next_sentence_label = np.asarray(instances.next_sentence_label)
+        self.static = {name: np.asarray(getattr(instances, name)) for name in OPTIONAL
+                       if getattr(instances, name) is not None}
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -79,6 +88,7 @@ class InstanceDataset(torch.utils.data.Dataset):
             "input_ids": self.input_ids[index],
             "token_type_ids": self.token_type_ids[index],
             "next_sentence_label": int(self.next_sentence_label[index]),
+            **{name: column[index] for name, column in self.static.items()},
         }
 
 
@@ -206,16 +216,17 @@ def _document_instances(
 def _truncate_pair(
     a_start: int, a_len: int, b_start: int, b_len: int, max_num_tokens: int, rng: random.Random
 ) -> tuple[int, int, int, int]:
-    """`truncate_seq_pair` on token ranges: trim the longer segment (A on ties) one token at a time, each
-    from the front or the back with probability 1/2, until the pair fits `max_num_tokens`."""
+    """`truncate_seq_pair` on token ranges: trim the longer segment (B on ties) one token at a time, each
+    from the front or the back with probability 1/2, until the pair fits `max_num_tokens`. The same lengths as
+    google's; the front/back draws come from a different stream (`bertlab.data.reference` has google's)."""
     excess = a_len + b_len - max_num_tokens
     if excess <= 0:
         return a_start, a_len, b_start, b_len
     cut_a = min(excess, max(a_len - b_len, 0))
     cut_b = min(excess - cut_a, max(b_len - a_len, 0))
-    rest = excess - cut_a - cut_b  # the lengths are now equal: trim alternately, A first
-    cut_a += (rest + 1) // 2
-    cut_b += rest // 2
+    rest = excess - cut_a - cut_b  # the lengths are now equal: trim alternately, B first
+    cut_b += (rest + 1) // 2
+    cut_a += rest // 2
     # The number of front trims among k fair coin flips is the bit count of k random bits.
     a_start += rng.getrandbits(cut_a).bit_count()
     b_start += rng.getrandbits(cut_b).bit_count()

@@ -76,7 +76,8 @@ class PretrainingCollator:
 
     Trims padding to the longest example and returns long tensors `input_ids`, `token_type_ids`,
     `attention_mask` and `mlm_labels` (+ `next_sentence_label` for 'mlm_nsp'). For the masked objectives
-    `input_ids` are masked by `mask_tokens`: freshly per batch; or, with `fixed_mask_seed`, from a generator
+    `input_ids` are masked by the static masks the examples carry (`masked_input_ids`, `mlm_mask`) if they do,
+    else by `mask_tokens`: freshly per batch; or, with `fixed_mask_seed`, from a generator
     seeded by (seed, example index) on the example alone, so a held-out example gets the same mask in
     every epoch and run whatever the batching; or, with `seed`, for examples tagged with their global batch
     index ("batch", by `bertlab.data.sampler`), from a generator seeded by (seed, that index), so a resumed run
@@ -117,7 +118,11 @@ class PretrainingCollator:
             labels = torch.full_like(input_ids, IGNORE_INDEX)
             labels[:, :-1] = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
             return {"input_ids": input_ids, **batch, "mlm_labels": labels, **tag}
-        if self.fixed_mask_seed is not None:
+        if "masked_input_ids" in examples[0]:  # static masks, made with the instances (`bertlab.data.reference`)
+            masked = _long(np.stack([ex["masked_input_ids"][:length] for ex in examples]))
+            labels = input_ids.masked_fill(~torch.from_numpy(np.stack([ex["mlm_mask"][:length] for ex in examples])),
+                                           IGNORE_INDEX)
+        elif self.fixed_mask_seed is not None:
             masked, labels = self._fixed_mask(input_ids, attention_mask, [ex["index"] for ex in examples])
         elif self.seed is not None:
             if not tag:

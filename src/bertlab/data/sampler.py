@@ -1,11 +1,12 @@
 """Training batches as a pure function of (seed, global batch index), so a resumed run sees the same data stream.
 
 The training stream is data epoch 0's permutation, then epoch 1's, ... (each drawn from (seed, epoch)); global batch
-`g` takes the next `batch_size * world_size` examples of it (a data epoch's incomplete last batch is dropped), and
-rank `r` its `r`-th slice. Each iteration yields `window` consecutive global batches from the index `start()` returns
-when it begins (for Lightning: the trainer's global step x gradient accumulation, which a resumed trainer restores),
-so a run resumed from a checkpoint at a window's end continues at exactly the next batch, without Lightning having
-to resume a dataloader.
+`g` takes the next `batch_size * world_size` examples of it, and rank `r` its `r`-th slice; `accumulate` consecutive
+global batches make one optimizer step, and a data epoch's incomplete last step is dropped. So an optimizer step sees
+the same examples however its batch is split into processes and accumulation steps. Each iteration yields `window`
+consecutive global batches from the index `start()` returns when it begins (for Lightning: the trainer's global step
+x gradient accumulation, which a resumed trainer restores), so a run resumed from a checkpoint at a window's end
+continues at exactly the next batch, without Lightning having to resume a dataloader.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ class SeededBatches(Sampler[Tagged]):
     """Yields batches of (global batch index, example index) pairs; use with `TaggedDataset` and `batch_size=None`."""
 
     def __init__(self, num_examples: int, batch_size: int, seed: int, window: int, start: Callable[[], int],
-                 rank: int = 0, world_size: int = 1) -> None:
-        if num_examples < batch_size * world_size:
-            raise ValueError(f"{num_examples} examples do not fill one batch of {batch_size} x {world_size}")
+                 rank: int = 0, world_size: int = 1, accumulate: int = 1) -> None:
+        step = batch_size * world_size * accumulate
+        if num_examples < step:
+            raise ValueError(f"{num_examples} examples do not fill one batch of {batch_size} x {world_size} x "
+                             f"{accumulate}")
         self.num_examples, self.batch_size, self.seed, self.window = num_examples, batch_size, seed, window
         self.start, self.rank, self.world_size = start, rank, world_size
-        self.per_epoch = num_examples // (batch_size * world_size)  # global batches per data epoch
+        self.per_epoch = num_examples // step * accumulate  # global batches per data epoch: whole optimizer steps
 
     def __len__(self) -> int:
         return self.window
