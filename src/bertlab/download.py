@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from omegaconf import DictConfig
 
-from bertlab.data.sources import MIRROR_ENV, SourceError, UnreadableFile, load_split, split_key
+from bertlab.data.sources import SourceError, UnreadableFile, hub_error, load_split, split_key
 from bertlab.stage import UserError, atomic_dir, main, write_json
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,7 @@ def stream_corpus(sources: list[DictConfig], path: Path, batch_size: int = 1000)
                 writer.write_table(table)
                 count += len(texts)
         except Exception as err:  # datasets raises many types for "offline", "not found", "no such split"
-            raise SourceError(f"cannot stream {key} from the Hugging Face hub ({str(err).strip().splitlines()[0]}); "
-                              f"without network, set {MIRROR_ENV} (or mirror=...) to a local copy") from err
+            raise hub_error(key, err) from err
         log.info("corpus source %s: %d documents", key, count)
     if writer is None:
         raise UserError("corpus.sources is empty: name at least one corpus source")

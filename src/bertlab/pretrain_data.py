@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 import logging
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from torch.utils.data import DataLoader
 from bertlab import stage
 from bertlab.data import unigram
 from bertlab.data.corpus import (
-    heldout_split, no_sentence_pairs, require_sentence_pairs, sample_documents, tokenize_documents,
+    TextColumn, heldout_split, no_sentence_pairs, require_sentence_pairs, sample_documents, tokenize_documents,
 )
 from bertlab.data.instances import (
     NOT_NEXT, Documents, InstanceDataset, Instances, create_nsp_instances, create_packed_instances, save_instances,
@@ -119,7 +119,7 @@ def run(cfg: DictConfig) -> None:
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     corpus = datasets.load_from_disk(str(stage.require(data_dir / "download" / "corpus", "download")))
     c, p = cfg.corpus, cfg.pretrain_data
-    texts = TextColumn(corpus.select_columns("text"))
+    texts = TextColumn(corpus)
     heldout_texts, training = heldout_split(sample_documents(texts, c.max_chars, c.seed), c.heldout_documents)
     heldout_docs = tokenize_documents(heldout_texts, tokenizer)
     require_sentence_pairs(heldout_docs, f"the {c.heldout_documents} held-out documents (corpus.heldout_documents)")
@@ -176,19 +176,6 @@ def warn_if_repeated(cfg: DictConfig, instances: int, limit: float = 4.0) -> Non
     if passes > limit:
         log.warning("pretrain.max_steps=%d x batch %d reads the %d training instances %.0f times (more than %g): "
                     "the corpus is small for this profile", steps, cfg.pretrain.batch_size, instances, passes, limit)
-
-
-class TextColumn(Sequence[str]):
-    """A dataset's `text` column read a row at a time (the corpus stays memory-mapped, not a list in RAM)."""
-
-    def __init__(self, dataset: datasets.Dataset) -> None:
-        self.dataset = dataset
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, index: int) -> str:  # type: ignore[override]
-        return self.dataset[int(index)]["text"]
 
 
 if __name__ == "__main__":

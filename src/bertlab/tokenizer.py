@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from bertlab import stage
-from bertlab.data.corpus import heldout_split, sample_documents
+from bertlab.data.corpus import TextColumn, heldout_split, sample_documents
 from bertlab.data.task_text import added_documents
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def run(cfg: DictConfig) -> None:
     if t.kind not in KINDS:
         raise stage.UserError(f"tokenizer.kind={t.kind!r}: expected one of {', '.join(KINDS)}")
     corpus = datasets.load_from_disk(str(stage.require(Path(cfg.data_dir) / "download" / "corpus", "download")))
-    tok = train_tokenizer(training_texts(cfg, corpus["text"]), kind=t.kind, vocab_size=t.vocab_size,
+    tok = train_tokenizer(training_texts(cfg, TextColumn(corpus)), kind=t.kind, vocab_size=t.vocab_size,
                           lowercase=t.lowercase, min_frequency=t.min_frequency)
     if tok.get_vocab_size() > t.vocab_size:  # the trainer keeps every character it saw, whatever the size asked
         raise stage.UserError(f"tokenizer.vocab_size={t.vocab_size} is below the {tok.get_vocab_size()} tokens that "

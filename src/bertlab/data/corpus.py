@@ -6,6 +6,7 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+import datasets
 import numpy as np
 from tokenizers import Tokenizer
 
@@ -103,6 +104,19 @@ def heldout_split(documents: Iterable[str], heldout_documents: int, what: str = 
         raise UserError(f"{what} has {len(heldout)} documents; corpus.heldout_documents={heldout_documents} "
                         "leaves none to train on")
     return heldout[:-1], itertools.chain(heldout[-1:], documents)
+
+
+class TextColumn(Sequence[str]):
+    """A dataset's `text` column read a row at a time (the corpus stays memory-mapped, not a list in RAM)."""
+
+    def __init__(self, dataset: datasets.Dataset) -> None:
+        self.dataset = dataset.select_columns("text")
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> str:  # type: ignore[override]
+        return self.dataset[int(index)]["text"]
 
 
 def sample_documents(texts: Sequence[str], max_chars: int | None, seed: int) -> Iterator[str]:

@@ -62,18 +62,17 @@ def merge(parts: list[Path], out: Path) -> Instances:
         parts[0].rename(out)
         return load_instances(out)
     out.mkdir(parents=True)
-    first = load_instances(parts[0])
-    rows = [len(load_instances(part)) for part in parts]
+    shards = [load_instances(part) for part in parts]  # memory-mapped: nothing is read yet
     for field in dataclasses.fields(Instances):
-        if getattr(first, field.name) is None:
+        columns = [getattr(shard, field.name) for shard in shards]
+        if columns[0] is None:
             continue
-        column = getattr(first, field.name)
-        merged = np.lib.format.open_memmap(out / f"{field.name}.npy", mode="w+", dtype=column.dtype,
-                                           shape=(sum(rows), *column.shape[1:]))
+        merged = np.lib.format.open_memmap(out / f"{field.name}.npy", mode="w+", dtype=columns[0].dtype,
+                                           shape=(sum(map(len, columns)), *columns[0].shape[1:]))
         start = 0
-        for part, n in zip(parts, rows):
-            merged[start : start + n] = getattr(load_instances(part), field.name)
-            start += n
+        for column in columns:
+            merged[start : start + len(column)] = column
+            start += len(column)
         merged.flush()
         del merged
     return load_instances(out)

@@ -64,10 +64,13 @@ def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None =
     try:
         return datasets.load_dataset(hub_id, config, split=split)
     except Exception as err:  # datasets raises many types for "offline", "not found", "no such split"
-        raise SourceError(
-            f"cannot load {key} from the Hugging Face hub ({_first_line(err)}); "
-            f"without network, set {MIRROR_ENV} (or mirror=...) to a local copy"
-        ) from err
+        raise hub_error(key, err) from err
+
+
+def hub_error(key: str, err: BaseException) -> SourceError:
+    """The one-line error for split `key` that the hub could not give (loaded or streamed)."""
+    return SourceError(f"cannot load {key} from the Hugging Face hub ({_first_line(err)}); "
+                       f"without network, set {MIRROR_ENV} (or mirror=...) to a local copy")
 
 
 def _first_line(err: BaseException) -> str:
