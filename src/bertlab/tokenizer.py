@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -61,8 +62,22 @@ def train_tokenizer(
     trainer.vocab_size = vocab_size
     trainer.min_frequency = min_frequency
     tok.train_from_iterator(_batches(texts), trainer=trainer, length=length)
+    tok = renumbered(tok)
     assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
     return tok
+
+
+def renumbered(tok: Tokenizer) -> Tokenizer:
+    """`tok` with its learned tokens numbered in sorted order after the special tokens.
+
+    HF's trainers number the alphabet in hash-map order, so two runs on the same text learn the same tokens under
+    different ids (and so different run keys and weights). Ids carry no meaning for WordPiece's longest match or
+    BPE's ranked merges, so sorting changes no tokenization.
+    """
+    spec = json.loads(tok.to_str())
+    learned = sorted(t for t in spec["model"]["vocab"] if t not in SPECIAL_TOKENS)
+    spec["model"]["vocab"] = {t: i for i, t in enumerate([*SPECIAL_TOKENS, *learned])}
+    return Tokenizer.from_str(json.dumps(spec))
 
 
 def _batches(texts: Iterable[str], size: int = 256) -> Iterator[list[str]]:

@@ -37,7 +37,7 @@ def test_no_task_scores_a_test_split() -> None:
 
 
 @pytest.mark.parametrize("profile, eval_examples, squad_questions", [
-    ("smoke", 64, 32), ("cpu", None, 2000), ("gpu", None, None), ("paper", None, None),
+    ("smoke", 64, 32), ("cpu", None, 1000), ("gpu", None, None), ("paper", None, None),
 ])
 def test_dev_sets_are_whole_above_smoke(profile: str, eval_examples: int | None, squad_questions: int | None) -> None:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
