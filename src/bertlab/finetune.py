@@ -37,7 +37,7 @@ from bertlab.data.datamodule import Lengths, TaskDataModule
 from bertlab.data.tasks import Task
 from bertlab.evaluate import items_and_floor
 from bertlab.export import CONFIG, load_plain
-from bertlab.finetune_model import MODES, FinetuneModule
+from bertlab.finetune_model import MODES, POOLINGS, FinetuneModule
 from bertlab.heads import FEATURES
 from bertlab.model import BertEncoder
 from bertlab.report import tables_of
@@ -56,6 +56,8 @@ def check_config(cfg: DictConfig) -> Task:
     ft = cfg.finetune
     if ft.mode not in MODES:
         raise stage.UserError(f"finetune.mode={ft.mode!r}: expected one of {', '.join(MODES)}")
+    if ft.pooling not in POOLINGS:
+        raise stage.UserError(f"finetune.pooling={ft.pooling!r}: expected one of {', '.join(POOLINGS)}")
     if ft.features not in FEATURES:
         raise stage.UserError(f"finetune.features={ft.features!r}: expected one of {', '.join(FEATURES)}")
     try:
@@ -133,8 +135,8 @@ def build_module(cfg: DictConfig, task: Task, encoder: BertEncoder, causal: bool
     head_lr = ft.feature_head_lr if ft.mode == "feature_based" and ft.feature_head_lr is not None else ft.head_lr
     module = FinetuneModule(
         encoder, task, mode=ft.mode, features=ft.features, bilstm=ft.bilstm, bilstm_hidden=ft.bilstm_hidden,
-        bilstm_layers=ft.bilstm_layers, head_dropout=ft.head_dropout, causal=causal, lr=ft.lr, head_lr=head_lr,
-        warmup_ratio=ft.warmup_ratio, weight_decay=ft.weight_decay, betas=tuple(ft.betas), eps=ft.eps,
+        bilstm_layers=ft.bilstm_layers, head_dropout=ft.head_dropout, causal=causal, pooling=ft.pooling, lr=ft.lr,
+        head_lr=head_lr, warmup_ratio=ft.warmup_ratio, weight_decay=ft.weight_decay, betas=tuple(ft.betas), eps=ft.eps,
     )
     if cfg.impl.compile:
         module.encoder.compile(dynamic=True)  # in place: the state dict keeps its keys

@@ -8,7 +8,8 @@ initialised two-layer BiLSTM and the head). Choices:
 - Sentence vector. Bidirectional encoders: BERT's pooled `[CLS]` (tanh(dense(h_[CLS]))). Causal (left-to-right,
   objective "ltr") encoders are fine-tuned with the same causal attention, and `[CLS]` sees nothing there, so
   their sentence vector is the same pooler applied to the last real token (the final `[SEP]`, which has seen
-  the whole input), as OpenAI GPT classifies from its last token.
+  the whole input), as OpenAI GPT classifies from its last token. `pooling="mean"` (a setting, not the paper's):
+  the pooler on the mean of the real tokens' outputs instead.
 - BiLSTM (`bilstm=True`, and always in `feature_based` mode): over the encoder's token outputs (the
   features); token tasks use its per-token states, sentence tasks its final states (forward at the last real
   token ++ backward at the first), replacing the pooler.
@@ -35,6 +36,7 @@ from bertlab.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
 from bertlab.model import BertEncoder
 
 MODES = ("finetune", "feature_based")
+POOLINGS = ("cls", "mean")
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
@@ -51,13 +53,15 @@ class FinetuneModule(pl.LightningModule):
     def __init__(
         self, encoder: BertEncoder, task: Task, *, mode: str = "finetune", features: str = "last",
         bilstm: bool = False, bilstm_hidden: int | None = None, bilstm_layers: int = 2, head_dropout: float = 0.1,
-        causal: bool = False, lr: float = 2e-5, head_lr: float | None = None, warmup_ratio: float = 0.1,
-        weight_decay: float = 0.01, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-6,
+        causal: bool = False, pooling: str = "cls", lr: float = 2e-5, head_lr: float | None = None,
+        warmup_ratio: float = 0.1, weight_decay: float = 0.01, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-6,
     ) -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-        self.task, self.causal, self.frozen = task, causal, mode == "feature_based"
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}")
+        self.task, self.causal, self.frozen, self.pooling = task, causal, mode == "feature_based", pooling
         self.lr, self.head_lr = lr, lr if head_lr is None else head_lr
         self.warmup_ratio, self.weight_decay, self.betas, self.eps = warmup_ratio, weight_decay, tuple(betas), eps
         self.encoder = encoder
@@ -104,7 +108,10 @@ class FinetuneModule(pl.LightningModule):
         return out.last_hidden_state, out
 
     def sentence_vector(self, tokens: Tensor, out: Any, attention_mask: Tensor) -> Tensor:
-        """The pooled `[CLS]`, or for causal encoders the same pooler on the last real token."""
+        """The pooled `[CLS]` (causal encoders: the last real token; `pooling="mean"`: the mean over real tokens)."""
+        if self.pooling == "mean":
+            m = attention_mask.unsqueeze(-1).to(tokens.dtype)
+            return torch.tanh(self.encoder.pooler((tokens * m).sum(1) / m.sum(1)))
         if not self.causal:
             return out.pooled_output
         last = attention_mask.sum(1) - 1

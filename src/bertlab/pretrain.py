@@ -81,6 +81,10 @@ def check_static_masks(cfg: DictConfig) -> None:
             f"objective.mlm_probability={o.mlm_probability}, whole_word_masking={o.whole_word_masking}: the "
             f"instances carry static masks (pretrain_data.reference=true) made with masked_lm_prob="
             f"{d.masked_lm_prob}, whole_word_mask={d.whole_word_mask}; set them equal")
+    if o.heldout_mlm_probability != o.mlm_probability:
+        raise stage.UserError(
+            f"objective.heldout_mlm_probability={o.heldout_mlm_probability}: the instances carry static masks "
+            f"(pretrain_data.reference=true) made at masked_lm_prob={d.masked_lm_prob}; set it to mlm_probability")
 
 
 def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
@@ -162,7 +166,8 @@ def run(cfg: DictConfig) -> None:
     data = PretrainData(train, heldout, collate, batch_size=micro, seed=cfg.seed,
                         checkpoint_every=max(1, p.checkpoint_every_steps), heldout_mask_seed=cfg.pretrain_data.seed,
                         eval_batch_size=cfg.impl.eval_batch_size, num_workers=cfg.impl.num_workers,
-                        pin_memory=stage.on_cuda(trainer))
+                        pin_memory=stage.on_cuda(trainer),
+                        heldout_mlm_probability=cfg.objective.heldout_mlm_probability)
     if p.max_steps > 0:
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None)
     seconds = record.train_seconds()

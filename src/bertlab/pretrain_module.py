@@ -114,16 +114,19 @@ def heldout_losses(model: BertForPretraining, batch: dict[str, torch.Tensor], ca
 class PretrainData(pl.LightningDataModule):
     """Training batches of `batch_size` per device from `SeededBatches` (Lightning's epoch = `checkpoint_every`
     optimizer steps, from the trainer's global step, sharded by its rank) masked per batch tag; the held-out instances
-    in order with their fixed masks, `eval_batch_size` at a time (every rank scores all of them, so rank zero's
-    perplexity counts each instance once, and its batches are the same on any number of devices)."""
+    in order with their fixed masks (at `heldout_mlm_probability`; None: the training rate), `eval_batch_size` at a
+    time (every rank scores all of them, so rank zero's perplexity counts each instance once, and its batches are the
+    same on any number of devices)."""
 
     def __init__(self, train: Instances, heldout: Instances, collate: dict[str, Any], *, batch_size: int, seed: int,
                  checkpoint_every: int, heldout_mask_seed: int, eval_batch_size: int, num_workers: int,
-                 pin_memory: bool = False) -> None:
+                 pin_memory: bool = False, heldout_mlm_probability: float | None = None) -> None:
         super().__init__()
         self.train, self.heldout, self.collate = train, heldout, collate
         self.batch_size, self.seed, self.checkpoint_every = batch_size, seed, checkpoint_every
         self.heldout_mask_seed, self.eval_batch_size = heldout_mask_seed, eval_batch_size
+        self.heldout_collate = collate if heldout_mlm_probability is None else {
+            **collate, "mlm_probability": heldout_mlm_probability}
         self.loader = {"num_workers": num_workers, "pin_memory": pin_memory}
 
     def train_dataloader(self) -> DataLoader:
@@ -135,7 +138,8 @@ class PretrainData(pl.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(InstanceDataset(self.heldout), batch_size=self.eval_batch_size,
-                          collate_fn=PretrainingCollator(**self.collate, fixed_mask_seed=self.heldout_mask_seed),
+                          collate_fn=PretrainingCollator(**self.heldout_collate,
+                                                         fixed_mask_seed=self.heldout_mask_seed),
                           pin_memory=self.loader["pin_memory"])
 
 

@@ -68,6 +68,7 @@ SETTINGS: dict[str, Number] = {
     "model.num_layers": count(), "model.hidden_size": count(), "model.num_heads": count(),
     "model.intermediate_size": count(),
     "objective.mlm_probability": FRACTION,  # 0 only for the causal (LTR) objective, checked below
+    "objective.heldout_mlm_probability": FRACTION,
     "pretrain.batch_size": count(), "pretrain.max_steps": count(0), "pretrain.size_study_steps": count(0),
     "pretrain.size_study_warmup_steps": count(0), "pretrain.lr": POSITIVE,
     "pretrain.warmup_steps": count(0), "pretrain.weight_decay": Number(False, 0.0), "pretrain.eps": POSITIVE,

@@ -232,6 +232,7 @@ def test_missing_task_data_is_a_no_data_record_and_exit_0(data_dir: Path) -> Non
 @pytest.mark.parametrize("override, message", [
     ("finetune.mode=frozen", "finetune.mode='frozen'"),
     ("finetune.features=sum_first_four", "finetune.features='sum_first_four'"),
+    ("finetune.pooling=max", "finetune.pooling='max'"),
     ("finetune.encoder=nonexistent", "encoder 'nonexistent'"),
 ])
 def test_bad_input_is_a_one_line_user_error(data_dir: Path, override: str, message: str) -> None:
@@ -364,6 +365,21 @@ def test_causal_encoders_classify_from_the_last_real_token(data_dir: Path) -> No
     longer = {k: v.clone() for k, v in batch.items()}
     longer["input_ids"][0, 4], longer["attention_mask"][0, 4] = 16, 1
     assert torch.allclose(module.token_features(longer)[0][0, :4], tokens[0, :4], atol=1e-5)
+
+
+def test_mean_pooling_averages_the_real_tokens_only(data_dir: Path) -> None:
+    module = make_module(data_dir, pooling="mean").eval()
+    batch = {"input_ids": torch.tensor([[2, 10, 11, 3, 0, 0], [2, 12, 13, 14, 15, 3]]),
+             "token_type_ids": torch.zeros(2, 6, dtype=torch.long),
+             "attention_mask": torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6])}
+    tokens, out = module.token_features(batch)
+    vector = module.sentence_vector(tokens, out, batch["attention_mask"])
+    pooler = module.encoder.pooler
+    assert torch.allclose(vector[0], torch.tanh(pooler(tokens[0, :4].mean(0))), atol=1e-6)
+    assert torch.allclose(vector[1], torch.tanh(pooler(tokens[1].mean(0))), atol=1e-6)
+    assert not torch.allclose(vector[0], out.pooled_output[0])   # not the [CLS] vector
+    with pytest.raises(ValueError, match="unknown pooling 'max'"):
+        make_module(data_dir, pooling="max")
 
 
 def test_every_encoder_and_seed_scores_the_same_dev_items(data_dir: Path) -> None:

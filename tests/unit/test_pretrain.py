@@ -127,6 +127,18 @@ def test_heldout_items_recompute_the_perplexity_and_its_unigram_floor(
         assert 0.1 < sum(model["count"]) / int((heldout >= 5).sum()) < 0.2
 
 
+def test_heldout_positions_are_masked_at_15_percent_whatever_rate_trains(prepared: Path) -> None:  # noqa: F811
+    done = stage("pretrain", prepared, "name=rate40", "objective.mlm_probability=0.4", "pretrain.max_steps=2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    items = json.loads((prepared / "pretrain/rate40/heldout_items.json").read_text())
+    floor = items["floor"]
+    heldout = np.load(prepared / "pretrain_data/heldout_nsp/input_ids.npy")
+    assert 0.1 < sum(floor["count"]) / int((heldout >= 5).sum()) < 0.2   # not ~40%
+    stats = json.loads((prepared / "pretrain_data/stats.json").read_text())
+    floor_ppl = math.exp(sum(floor["loss_sum"]) / sum(floor["count"]))
+    assert floor_ppl == pytest.approx(stats["heldout_unigram_ppl"]["nsp"], rel=1e-12)   # the 15% run's positions
+
+
 def test_unigram_counts_are_the_training_tokens(prepared: Path) -> None:  # noqa: F811
     counts = np.load(prepared / "pretrain_data/unigram_counts.npy")
     train = np.load(prepared / "pretrain_data/train_packed/input_ids.npy")
