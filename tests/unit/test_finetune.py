@@ -351,11 +351,16 @@ def test_head_lr_defaults_to_lr_and_frozen_encoders_get_no_group(data_dir: Path)
     assert names == {"head", "head_no_decay"}
 
 
+def padded_batch() -> dict[str, torch.Tensor]:
+    """Two rows: four real tokens then padding, and six real tokens."""
+    return {"input_ids": torch.tensor([[2, 10, 11, 3, 0, 0], [2, 12, 13, 14, 15, 3]]),
+            "token_type_ids": torch.zeros(2, 6, dtype=torch.long),
+            "attention_mask": torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6])}
+
+
 def test_causal_encoders_classify_from_the_last_real_token(data_dir: Path) -> None:
     module = make_module(data_dir, causal=True).eval()
-    batch = {"input_ids": torch.tensor([[2, 10, 11, 3, 0, 0], [2, 12, 13, 14, 15, 3]]),
-             "token_type_ids": torch.zeros(2, 6, dtype=torch.long),
-             "attention_mask": torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6])}
+    batch = padded_batch()
     tokens, out = module.token_features(batch)
     vector = module.sentence_vector(tokens, out, batch["attention_mask"])
     pooler = module.encoder.pooler
@@ -369,9 +374,7 @@ def test_causal_encoders_classify_from_the_last_real_token(data_dir: Path) -> No
 
 def test_mean_pooling_averages_the_real_tokens_only(data_dir: Path) -> None:
     module = make_module(data_dir, pooling="mean").eval()
-    batch = {"input_ids": torch.tensor([[2, 10, 11, 3, 0, 0], [2, 12, 13, 14, 15, 3]]),
-             "token_type_ids": torch.zeros(2, 6, dtype=torch.long),
-             "attention_mask": torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6])}
+    batch = padded_batch()
     tokens, out = module.token_features(batch)
     vector = module.sentence_vector(tokens, out, batch["attention_mask"])
     pooler = module.encoder.pooler
