@@ -38,7 +38,7 @@ from bertlab.data.tasks import Task
 from bertlab.evaluate import items_and_floor
 from bertlab.export import CONFIG, load_plain
 from bertlab.finetune_model import MODES, POOLINGS, FinetuneModule
-from bertlab.heads import FEATURES
+from bertlab.heads import FEATURES, feature_signature
 from bertlab.model import BertEncoder
 from bertlab.report import tables_of
 
@@ -100,8 +100,9 @@ def load_encoder(
 
 def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
     """The run key of a cell: the code, its result settings but the encoder's name, the encoder's own run key (a twin
-    encoder, copied from another run, has the same), the tokenizer and the task's data. None if the encoder has no
-    key (it was not written by this pretrain stage)."""
+    encoder, copied from another run, has the same), the tokenizer and the task's data. Frozen features enter as
+    what they compute (`feature_signature`), and not at all when fine-tuning. None if the encoder has no key (it was
+    not written by this pretrain stage)."""
     ft = cfg.finetune
     metrics = data_dir / "pretrain" / ft.encoder / "metrics.json"
     encoder = stage.read_json(metrics).get("run_key") if metrics.exists() else None
@@ -109,6 +110,9 @@ def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
         return None
     settings = select(cfg, RESULT_KEYS["finetune"])
     settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
+    num_layers = stage.read_json(metrics.parent / CONFIG)["num_layers"]
+    settings["finetune"]["features"] = (feature_signature(ft.features, num_layers)
+                                        if ft.mode == "feature_based" else None)
     inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]
     return stage.run_key({"settings": settings, "encoder": encoder}, inputs)
 
@@ -173,7 +177,7 @@ def finetune(cfg: DictConfig) -> Result:
     if twin is not None:
         if rank_zero_only.rank > 0:
             return Result(record)
-        stage.copy_twin(twin, out_dir, {"name": cfg.name, "encoder": ft.encoder})
+        stage.copy_twin(twin, out_dir, {k: record[k] for k in ("name", "encoder", "features")})
         return Result(stage.read_json(out_dir / "metrics.json"), items=stage.read_json(out_dir / "items.json"))
     return train_and_score(cfg, task, record | {"run_key": key}, out_dir)
 

@@ -20,6 +20,13 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 FEATURES = ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "sum_all")
 
 
+def feature_signature(strategy: str, num_layers: int) -> tuple[str, list[int]]:
+    """What `LayerFeatures(strategy, num_layers, ...)` computes: how it combines hidden states ("mix", "concat" or
+    "one") and which it reads. Equal signatures are one model (`sum_all` and `sum_last_four` of 4 layers)."""
+    combine = "mix" if strategy.startswith("sum_") else "concat" if strategy == "concat_last_four" else "one"
+    return combine, LayerFeatures(strategy, num_layers, 1).select(range(num_layers + 1))
+
+
 class ScalarMix(nn.Module):
     """ELMo's scalar mix: `gamma * sum_i softmax(w)_i * h_i`, with learned `w` (initially uniform) and `gamma`."""
 

@@ -123,9 +123,12 @@ def test_the_auto_corpus_follows_where_the_data_come_from(monkeypatch, mirror: s
 
 
 def test_a_profile_gives_one_task_its_own_budget(tmp_path: Path) -> None:
-    """conf/profile_task/<profile>_<task>.yaml: the cpu profile's MRPC and QNLI budgets, in the runs' key files."""
+    """conf/profile_task/<profile>_<task>.yaml: the cpu profile's MRPC and QNLI budgets and CoNLL-2003's learning
+    rate, in the runs' key files."""
     budget = {t: compose_with("profile=cpu", f"task={t}").finetune.max_train_examples for t in ("sst2", "mrpc", "qnli")}
     assert budget == {"sst2": 4800, "mrpc": 800, "qnli": 1600}
+    lr = {t: compose_with("profile=cpu", f"task={t}").finetune.lr for t in ("sst2", "conll2003")}
+    assert lr == {"sst2": 3e-4, "conll2003": 1e-3}
     assert compose_with("profile=gpu", "task=mrpc").finetune.max_train_examples is None  # paper's grid: all data
     assert compose_with("profile=cpu", "task=mrpc", "finetune.max_train_examples=64").finetune.max_train_examples == 64
     params = {**PARAMS, "profile": "cpu"}
@@ -134,3 +137,5 @@ def test_a_profile_gives_one_task_its_own_budget(tmp_path: Path) -> None:
            for t in ("sst2", "mrpc")}
     assert key["sst2"]["finetune"]["max_train_examples"] == 4800
     assert key["mrpc"]["finetune"]["max_train_examples"] == 800
+    conll = yaml.safe_load((tmp_path / "configs/finetune/conll2003-bert-sum_all-1.key.yaml").read_text())
+    assert conll["finetune"]["lr"] == 1e-3

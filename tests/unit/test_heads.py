@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bertlab.heads import FEATURES, BiLSTM, LayerFeatures, LinearHead, ScalarMix, SpanHead
+from bertlab.heads import FEATURES, BiLSTM, LayerFeatures, LinearHead, ScalarMix, SpanHead, feature_signature
 
 H, L = 8, 5  # hidden size, transformer layers
 
@@ -80,3 +80,12 @@ def test_heads_shapes_and_span_padding() -> None:
     start, end = SpanHead(H)(x, torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]))
     assert start.shape == end.shape == (2, 5)
     assert (start[0, 3:] < -1e3).all() and (end[0, 3:] < -1e3).all()
+
+
+def test_feature_signatures_name_what_a_strategy_computes() -> None:
+    """Only `sum_all` and `sum_last_four` of a 4-layer encoder coincide; at 5 layers every strategy differs."""
+    four = {s: feature_signature(s, 4) for s in FEATURES}
+    assert four["sum_all"] == four["sum_last_four"] == ("mix", [1, 2, 3, 4])
+    assert four["concat_last_four"] == ("concat", [1, 2, 3, 4]) and four["embeddings"] == ("one", [0])
+    assert len(set(map(str, four.values()))) == len(FEATURES) - 1
+    assert len({str(feature_signature(s, L)) for s in FEATURES}) == len(FEATURES)

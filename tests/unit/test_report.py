@@ -298,6 +298,10 @@ def test_deviations_name_each_setting_that_departs_from_the_paper() -> None:
     assert "pretraining steps (Tables 5 and 7): `pretrain.max_steps` = 2400 (the paper: 1000000)" in lines
     assert "masking rate: `objective.mlm_probability` = 0.4 (the paper: 0.15)" in lines
     assert "fine-tuning learning rate: `finetune.lr` = 0.0003 (the paper: 5e-05 or 4e-05 or 3e-05 or 2e-05)" in lines
+    assert "encoder dropout while fine-tuning: `finetune.dropout` = 0.0 (the paper: 0.1)" in lines
+    # a setting the profile gives one task is named with it (conf/profile_task/cpu_<task>.yaml)
+    assert "fine-tuning learning rate (conll2003): `finetune.lr` = 0.001 (the paper: 5e-05 or 4e-05 or 3e-05 or 2e-05)" in lines
+    assert "fine-tuning examples per task (null: all) (mrpc): `finetune.max_train_examples` = 800 (the paper: null)" in lines
     assert not any("task_text" in x or "pooling" in x for x in lines)   # the cpu profile keeps these
     assert lines[-len(recipe["always"]):] == recipe["always"]
     google = [x for x in lines if x.startswith("google's create_pretraining_data.py semantics")]

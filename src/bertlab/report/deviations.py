@@ -1,19 +1,21 @@
-"""The run's departures from BERT's recipe: each setting of the profile that differs from `ablations.paper_recipe`."""
+"""The run's departures from BERT's recipe: each setting of the profile, and of its per-task budgets
+(`conf/profile_task/<profile>_<task>.yaml`), that differs from `ablations.paper_recipe`."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+
+from bertlab.stage import CONF_DIR
 
 
 def _text(value: Any) -> str:
     return "null" if value is None else str(value)
 
 
-def deviations(cfg: DictConfig, recipe: dict[str, Any]) -> list[str]:
-    """One line per setting whose value (in the composed `cfg` of this profile) is not the paper's, then the fixed
-    differences; settings the config does not have are skipped."""
+def _departures(cfg: DictConfig, recipe: dict[str, Any], where: str = "") -> list[str]:
     lines = []
     for entry in recipe.get("settings", []):
         ours = OmegaConf.select(cfg, entry["key"], default="<missing>")
@@ -24,5 +26,16 @@ def deviations(cfg: DictConfig, recipe: dict[str, Any]) -> list[str]:
         allowed = paper if isinstance(paper, list) and paper else [paper]
         if ours not in allowed:
             shown = " or ".join(_text(v) for v in allowed)
-            lines.append(f"{entry['what']}: `{entry['key']}` = {_text(ours)} (the paper: {shown})")
+            lines.append(f"{entry['what']}{where}: `{entry['key']}` = {_text(ours)} (the paper: {shown})")
+    return lines
+
+
+def deviations(cfg: DictConfig, recipe: dict[str, Any], conf_dir: str | Path = CONF_DIR) -> list[str]:
+    """One line per setting whose value (in the composed `cfg` of this profile) is not the paper's, then those a
+    profile gives one task (`<conf_dir>/profile_task/<profile>_<task>.yaml`), then the fixed differences; settings
+    the config does not have are skipped."""
+    lines = _departures(cfg, recipe)
+    for path in sorted(Path(conf_dir, "profile_task").glob(f"{cfg.profile_name}_*.yaml")):
+        task = path.stem.removeprefix(f"{cfg.profile_name}_")
+        lines += _departures(OmegaConf.load(path), recipe, f" ({task})")
     return lines + list(recipe.get("always", []))
