@@ -47,6 +47,17 @@ def test_budget_rows_give_tokens_updates_and_seeds() -> None:
     assert "No stage timings were recorded" in "\n".join(ledger_section(r))
 
 
+def test_twins_copies_spend_no_time_in_the_ledger() -> None:
+    """A cell or encoder copied from a finished twin (`trained_as`) counts as a cell, not as training time."""
+    r = results({})
+    twin = {**r.finetune[1], "name": "sst2-bert-sum_all-2", "mode": "feature_based", "features": "sum_all",
+            "trained_as": "sst2-bert-sum_last_four-2"}
+    r.finetune.append(twin)
+    r.pretrain["L12_H768_A12"] = {**r.pretrain["bert"], "trained_as": "bert"}
+    assert finetune_rows(r)[2] == ["sst2", "3 (2 trained)", "1-2", "300", "2.0", "0.4"]
+    assert pretrain_rows(r)[0][4] == "copy of `bert`" and pretrain_rows(r)[1][4] == "5.0"
+
+
 def test_read_timing_reads_what_each_stage_left(tmp_path: Path) -> None:
     write_json(tmp_path / "timing" / "finetune" / "sst2-bert-finetune-1.json",
                {"startup_seconds": 5.5, "process_seconds": 40.0})

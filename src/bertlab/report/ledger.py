@@ -46,20 +46,27 @@ def stage_rows(results: Results) -> list[list[str]]:
     return rows
 
 
+def _trained(run: dict[str, Any]) -> bool:
+    """Whether the run trained (a twin's outputs are copied from the run named by its `trained_as`)."""
+    return "trained_as" not in run
+
+
 def pretrain_rows(results: Results) -> list[list[str]]:
-    """Per pretraining run: objective, steps, tokens seen, training time, held-out ppl against its unigram floor."""
+    """Per pretraining run: objective, steps, tokens seen, training time (a twin's: the run it copies), held-out
+    ppl against its unigram floor."""
     rows = []
     for name, m in sorted(results.pretrain.items()):
         tokens = m.get("train_tokens")
         ratio = m["heldout_ppl"] / m["heldout_unigram_ppl"] if m.get("heldout_unigram_ppl") else None
+        minutes = _minutes(m.get("train_seconds") or 0.0) if _trained(m) else f"copy of `{m['trained_as']}`"
         rows.append([f"`{name}`", m["objective"], str(m["steps"]), "" if tokens is None else f"{tokens / 1e6:.2f}",
-                     _minutes(m.get("train_seconds") or 0.0), f"{m['heldout_ppl']:.1f}",
-                     "" if ratio is None else f"{ratio:.3f}"])
+                     minutes, f"{m['heldout_ppl']:.1f}", "" if ratio is None else f"{ratio:.3f}"])
     return rows
 
 
 def finetune_rows(results: Results) -> list[list[str]]:
-    """Per task: cells (runs x seeds), seeds per cell, updates per run, training and evaluation time."""
+    """Per task: cells (runs x seeds; "n (k trained)" when some are twins' copies), seeds per cell, updates per
+    run, and the training and evaluation time of the runs that trained."""
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for run in results.finetune:
         by_task[run["task"]].append(run)
@@ -72,9 +79,13 @@ def finetune_rows(results: Results) -> list[list[str]]:
         seeds: dict[tuple, int] = defaultdict(int)
         for r in done:
             seeds[identity(r)] += 1
-        rows.append([task, str(len(seeds)), _span(list(seeds.values())), _span([r.get("steps") for r in done]),
-                     _minutes(sum(r.get("train_seconds") or 0.0 for r in done)),
-                     _minutes(sum(r.get("eval_seconds") or 0.0 for r in done))])
+        trained = [r for r in done if _trained(r)]
+        cells = str(len(seeds))
+        if len(trained) < len(done):
+            cells += f" ({len({identity(r) for r in trained})} trained)"
+        rows.append([task, cells, _span(list(seeds.values())), _span([r.get("steps") for r in done]),
+                     _minutes(sum(r.get("train_seconds") or 0.0 for r in trained)),
+                     _minutes(sum(r.get("eval_seconds") or 0.0 for r in trained))])
     return rows
 
 
