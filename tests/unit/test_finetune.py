@@ -436,12 +436,16 @@ def test_feature_head_lr_drives_the_trained_parts_of_feature_based_runs_only(dat
     assert frozen.head_lr == 5e-3 and whole.head_lr == 1e-4
 
 
+def save_keyed_encoder(d: Path, name: str, key: str) -> None:
+    """A 4-layer MLM+NSP encoder of the tokenizer's vocabulary, as the pretrain stage records it (with run key `key`)."""
+    save_encoder(d, name, Tokenizer.from_file(str(d / "tokenizer" / "tokenizer.json")).get_vocab_size(), "mlm_nsp")
+    write_json(d / "pretrain" / name / "metrics.json", {"name": name, "objective": "mlm_nsp", "run_key": key})
+
+
 def test_feature_cells_that_read_the_same_layers_the_same_way_are_one_cell(data_dir: Path) -> None:
     """Of a 4-layer encoder, `sum_all` and `sum_last_four` mix the same four layers: the second copies the first
     (under its own name and strategy); `concat_last_four` reads them too but is another model, so it trains."""
-    save_encoder(data_dir, "four", Tokenizer.from_file(str(data_dir / "tokenizer" / "tokenizer.json")).get_vocab_size(),
-                 "mlm_nsp")
-    write_json(data_dir / "pretrain" / "four" / "metrics.json", {"name": "four", "objective": "mlm_nsp", "run_key": "f"})
+    save_keyed_encoder(data_dir, "four", "f")
     args = ("task=conll2003", "finetune.encoder=four", "finetune.mode=feature_based", "finetune.epochs=1")
     first = finetune(config(data_dir, "name=c-sum_last_four", *args, "finetune.features=sum_last_four"))
     same = finetune(config(data_dir, "name=c-sum_all", *args, "finetune.features=sum_all"))
@@ -455,9 +459,7 @@ def test_a_cell_on_a_twin_encoder_copies_the_finished_cell(data_dir: Path) -> No
     """An encoder copied from another run (same run key) with the same cell settings: the finished cell's outputs,
     not a second training; another setting, or `impl.reuse_twins=false`, trains."""
     for name in ("keyed", "keyed_twin"):
-        save_encoder(data_dir, name, Tokenizer.from_file(str(data_dir / "tokenizer" / "tokenizer.json")).get_vocab_size(),
-                     "mlm_nsp")
-        write_json(data_dir / "pretrain" / name / "metrics.json", {"name": name, "objective": "mlm_nsp", "run_key": "k"})
+        save_keyed_encoder(data_dir, name, "k")
     args = ("task=sst2", "finetune.epochs=1", "finetune.lr=1e-3")
     first = finetune(config(data_dir, "name=sst2-keyed", "finetune.encoder=keyed", *args))
     twin = finetune(config(data_dir, "name=sst2-keyed_twin", "finetune.encoder=keyed_twin", *args))
