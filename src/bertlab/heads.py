@@ -20,11 +20,18 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 FEATURES = ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "sum_all")
 
 
+# The hidden states each strategy reads, as a slice of (embedding output, layer 1, ..., layer L).
+_READS = {"embeddings": slice(0, 1), "last": slice(-1, None), "second_to_last": slice(-2, -1),
+          "sum_last_four": slice(-4, None), "concat_last_four": slice(-4, None), "sum_all": slice(1, None)}
+
+
 def feature_signature(strategy: str, num_layers: int) -> tuple[str, list[int]]:
     """What `LayerFeatures(strategy, num_layers, ...)` computes: how it combines hidden states ("mix", "concat" or
     "one") and which it reads. Equal signatures are one model (`sum_all` and `sum_last_four` of 4 layers)."""
+    if strategy not in FEATURES:
+        raise ValueError(f"unknown feature strategy {strategy!r}; expected one of {', '.join(FEATURES)}")
     combine = "mix" if strategy.startswith("sum_") else "concat" if strategy == "concat_last_four" else "one"
-    return combine, LayerFeatures(strategy, num_layers, 1).select(range(num_layers + 1))
+    return combine, list(range(num_layers + 1))[_READS[strategy]]
 
 
 class ScalarMix(nn.Module):
@@ -58,36 +65,18 @@ class LayerFeatures(nn.Module):
 
     def __init__(self, strategy: str, num_layers: int, hidden_size: int) -> None:
         super().__init__()
-        if strategy not in FEATURES:
-            raise ValueError(f"unknown feature strategy {strategy!r}; expected one of {', '.join(FEATURES)}")
-        self.strategy, self.num_layers = strategy, num_layers
-        self.mix = None
-        if strategy == "sum_last_four":
-            self.mix = ScalarMix(len(self.select(range(num_layers + 1))))
-        elif strategy == "sum_all":
-            self.mix = ScalarMix(num_layers)
-        n = len(self.select(range(num_layers + 1))) if strategy == "concat_last_four" else 1
-        self.output_size = n * hidden_size
-
-    def select(self, hidden_states: Sequence) -> list:
-        """The hidden states the strategy uses, bottom to top."""
-        states = list(hidden_states)
-        return {
-            "embeddings": states[:1],
-            "last": states[-1:],
-            "second_to_last": states[-2:-1],
-            "sum_last_four": states[-4:],
-            "concat_last_four": states[-4:],
-            "sum_all": states[1:],
-        }[self.strategy]
+        self.num_layers = num_layers
+        self.combine, self.reads = feature_signature(strategy, num_layers)
+        self.mix = ScalarMix(len(self.reads)) if self.combine == "mix" else None
+        self.output_size = (len(self.reads) if self.combine == "concat" else 1) * hidden_size
 
     def forward(self, hidden_states: Sequence[Tensor]) -> Tensor:
         if len(hidden_states) != self.num_layers + 1:
             raise ValueError(f"expected {self.num_layers + 1} hidden states, got {len(hidden_states)}")
-        states = self.select(hidden_states)
+        states = [hidden_states[i] for i in self.reads]
         if self.mix is not None:
             return self.mix(states)
-        return torch.cat(states, dim=-1) if len(states) > 1 else states[0]
+        return torch.cat(states, dim=-1) if self.combine == "concat" else states[0]
 
 
 class BiLSTM(nn.Module):
