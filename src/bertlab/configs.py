@@ -36,8 +36,6 @@ RESULT_KEYS: dict[str, list[str]] = {
     "ablations": ["ablations", "profile_name", "model_scale", "corpus", "tokenizer", "pretrain_data", "objective",
                   "pretrain", "finetune"],  # the report lists the profile's departures from the paper's recipe
 }
-# Objective settings a left-to-right LM never reads (it predicts every next token, unmasked).
-CAUSAL_UNREAD = ("mlm_probability", "whole_word_masking")
 
 
 def corpus_preset(name: str) -> str:
@@ -79,15 +77,6 @@ def select(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
     return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in values.items()}
 
 
-def result_settings(cfg: DictConfig, stage: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The settings at `RESULT_KEYS[stage]` (and `extra` keys); for a causal objective, without the masking settings
-    it never reads, so a profile's masking rate neither re-runs nor mislabels the left-to-right LM."""
-    values = select(cfg, [*RESULT_KEYS[stage], *extra])
-    if stage == "pretrain" and values["objective"]["causal"]:
-        values["objective"] = {k: v for k, v in values["objective"].items() if k not in CAUSAL_UNREAD}
-    return values
-
-
 def write_all(params: dict[str, Any], out: Path) -> int:
     """Compose and write every run's config and key file under `out`; returns the number of runs."""
     count = 0
@@ -105,7 +94,7 @@ def write_all(params: dict[str, Any], out: Path) -> int:
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{stage}/{name}"}, "output_subdir": None}
             (tmp / stage).mkdir(exist_ok=True)
             (tmp / stage / f"{name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
-            key = {"overrides": result_overrides(overrides), **result_settings(cfg, stage)}
+            key = {"overrides": result_overrides(overrides), **select(cfg, RESULT_KEYS[stage])}
             (tmp / stage / f"{name}.key.yaml").write_text(yaml.safe_dump(key, sort_keys=True))
             count += 1
     return count

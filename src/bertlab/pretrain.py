@@ -31,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
 from bertlab import stage
-from bertlab.configs import result_settings
+from bertlab.configs import RESULT_KEYS, select
 from bertlab.data import unigram
 from bertlab.data.instances import load_instances
 from bertlab.data.masking import continuation_table
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 def run_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:
     """sha256 of all that changes a run's result: the code, the results-affecting settings (with the held-out masks'
     seed) and the input files (directories: every file in them)."""
-    return stage.run_key(result_settings(cfg, "pretrain", ("pretrain_data.seed",)), inputs)
+    return stage.run_key(select(cfg, [*RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
 
 
 def resume_from(ckpt_dir: Path, key: str, max_steps: int) -> Path | None:

@@ -111,25 +111,6 @@ def test_the_key_holds_the_global_batch_not_how_devices_split_it(tmp_path: Path)
     assert yaml.safe_load(keys["one"][0])["pretrain"]["batch_size"] == 16  # the smoke profile's global batch
 
 
-def test_a_masking_rate_re_keys_the_masked_lms_but_not_the_left_to_right_one(tmp_path: Path) -> None:
-    from bertlab.pretrain import run_key
-
-    keys = {}
-    for rate in ("0.15", "0.4"):
-        params = {**PARAMS, "pretrain": {"bert": ["objective=mlm_nsp", f"objective.mlm_probability={rate}"],
-                                         "ltr": ["objective=ltr", f"objective.mlm_probability={rate}"]},
-                  "finetune": {}}
-        write_all(params, tmp_path / rate)
-        for name, objective in (("bert", "mlm_nsp"), ("ltr", "ltr")):
-            cfg = compose_with("profile=smoke", f"objective={objective}", f"objective.mlm_probability={rate}")
-            keys[rate, name] = (yaml.safe_load((tmp_path / rate / f"pretrain/{name}.key.yaml").read_text()),
-                                run_key(cfg, []))
-    assert keys["0.15", "bert"][1] != keys["0.4", "bert"][1]
-    assert keys["0.4", "bert"][0]["objective"]["mlm_probability"] == 0.4
-    assert keys["0.15", "ltr"][1] == keys["0.4", "ltr"][1]  # the same run: the LTR objective reads no masking rate
-    assert "mlm_probability" not in keys["0.4", "ltr"][0]["objective"]
-
-
 @pytest.mark.parametrize(("mirror", "preset"), [("/some/mirror", "mirror"), (None, "online")])
 def test_the_auto_corpus_follows_where_the_data_come_from(monkeypatch, mirror: str | None, preset: str) -> None:
     if mirror:
