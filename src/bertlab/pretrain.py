@@ -81,6 +81,10 @@ def check_static_masks(cfg: DictConfig) -> None:
             f"objective.mlm_probability={o.mlm_probability}, whole_word_masking={o.whole_word_masking}: the "
             f"instances carry static masks (pretrain_data.reference=true) made with masked_lm_prob="
             f"{d.masked_lm_prob}, whole_word_mask={d.whole_word_mask}; set them equal")
+    if (o.mask_replace_prob, o.random_replace_prob) != (0.8, 0.1):
+        raise stage.UserError(
+            f"objective.mask_replace_prob={o.mask_replace_prob}, random_replace_prob={o.random_replace_prob}: the "
+            "instances carry static masks (pretrain_data.reference=true) made with google's 80/10/10 rule; set 0.8, 0.1")
     if o.heldout_mlm_probability != o.mlm_probability:
         raise stage.UserError(
             f"objective.heldout_mlm_probability={o.heldout_mlm_probability}: the instances carry static masks "
@@ -161,6 +165,7 @@ def run(cfg: DictConfig) -> None:
         config, seq, 1.0 if cfg.objective.causal else cfg.objective.mlm_probability)
     collate = dict(
         objective=cfg.objective.name, vocab_size=config.vocab_size, mlm_probability=cfg.objective.mlm_probability,
+        mask_replace_prob=cfg.objective.mask_replace_prob, random_replace_prob=cfg.objective.random_replace_prob,
         continuation=continuation_table(tokenizer) if cfg.objective.whole_word_masking else None,
     )
     data = PretrainData(train, heldout, collate, batch_size=micro, seed=cfg.seed,

@@ -114,8 +114,8 @@ def heldout_losses(model: BertForPretraining, batch: dict[str, torch.Tensor], ca
 class PretrainData(pl.LightningDataModule):
     """Training batches of `batch_size` per device from `SeededBatches` (Lightning's epoch = `checkpoint_every`
     optimizer steps, from the trainer's global step, sharded by its rank) masked per batch tag; the held-out instances
-    in order with their fixed masks (at `heldout_mlm_probability`; None: the training rate), `eval_batch_size` at a
-    time (every rank scores all of them, so rank zero's perplexity counts each instance once, and its batches are the
+    in order with their fixed masks (at `heldout_mlm_probability`; None: the training rate), every scored position
+    shown as `[MASK]` (so a model earns nothing for copying a visible answer), `eval_batch_size` at a time (every rank scores all of them, so rank zero's perplexity counts each instance once, and its batches are the
     same on any number of devices)."""
 
     def __init__(self, train: Instances, heldout: Instances, collate: dict[str, Any], *, batch_size: int, seed: int,
@@ -125,8 +125,8 @@ class PretrainData(pl.LightningDataModule):
         self.train, self.heldout, self.collate = train, heldout, collate
         self.batch_size, self.seed, self.checkpoint_every = batch_size, seed, checkpoint_every
         self.heldout_mask_seed, self.eval_batch_size = heldout_mask_seed, eval_batch_size
-        self.heldout_collate = collate if heldout_mlm_probability is None else {
-            **collate, "mlm_probability": heldout_mlm_probability}
+        self.heldout_collate = {**collate, "mask_every_target": True} | (
+            {} if heldout_mlm_probability is None else {"mlm_probability": heldout_mlm_probability})
         self.loader = {"num_workers": num_workers, "pin_memory": pin_memory}
 
     def train_dataloader(self) -> DataLoader:

@@ -54,6 +54,7 @@ def count(lo: int = 1, nullable: bool = False) -> Number:
 
 POSITIVE = Number(False, 0.0, open_lo=True)
 FRACTION = Number(False, 0.0, 1.0, open_hi=True)  # [0, 1): dropout, warmup share, probabilities
+SHARE = Number(False, 0.0, 1.0)  # [0, 1]
 
 SETTINGS: dict[str, Number] = {
     "seed": count(0),
@@ -69,6 +70,7 @@ SETTINGS: dict[str, Number] = {
     "model.intermediate_size": count(),
     "objective.mlm_probability": FRACTION,  # 0 only for the causal (LTR) objective, checked below
     "objective.heldout_mlm_probability": FRACTION,
+    "objective.mask_replace_prob": SHARE, "objective.random_replace_prob": SHARE,
     "pretrain.batch_size": count(), "pretrain.max_steps": count(0), "pretrain.size_study_steps": count(0),
     "pretrain.size_study_warmup_steps": count(0), "pretrain.lr": POSITIVE,
     "pretrain.warmup_steps": count(0), "pretrain.weight_decay": Number(False, 0.0), "pretrain.eps": POSITIVE,
@@ -116,6 +118,10 @@ def check(cfg: DictConfig) -> None:
             raise UserError(f"{key}={value!r}: {why}")
     if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not OmegaConf.select(cfg, "objective.causal"):
         raise UserError("objective.mlm_probability=0: a masked-LM objective needs a masking rate > 0")
+    shares = [OmegaConf.select(cfg, f"objective.{k}_replace_prob") for k in ("mask", "random")]
+    if None not in shares and sum(shares) > 1:
+        raise UserError(f"objective.mask_replace_prob={shares[0]} + objective.random_replace_prob={shares[1]} "
+                        "exceed 1 (the rest of the chosen tokens stay as they are)")
     heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")

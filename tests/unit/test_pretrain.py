@@ -16,14 +16,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 from bertlab.data.instances import InstanceDataset, create_nsp_instances, create_packed_instances
+from bertlab.data import unigram
 from bertlab.data.masking import PretrainingCollator
 from bertlab.data.sampler import SeededBatches, TaggedDataset
 from bertlab.export import load_plain
 from bertlab.model import BertConfig, BertForPretraining
 from bertlab.pretrain import resume_from
-from bertlab.pretrain_module import PretrainModule, RunRecord, heldout_losses
+from bertlab.pretrain_module import PretrainData, PretrainModule, RunRecord, heldout_losses
+from bertlab.tokenizer import MASK_ID
 from tests.unit.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 # 12 steps, a checkpoint and a validation every 4, dropout 0.1 (the default): the kill lands between checkpoints.
@@ -283,6 +286,44 @@ def test_heldout_losses_sum_to_the_models_loss() -> None:
             out = model(**{k: v for k, v in batch.items() if k != "next_sentence_label"}, causal=causal)
         assert count.tolist() == (batch["mlm_labels"] != -100).sum(1).tolist() and int(count.sum()) == out.mlm_count
         assert float(loss_sum.sum() / count.sum()) == pytest.approx(float(out.mlm_loss), rel=1e-5)
+
+
+class Copier(torch.nn.Module):
+    """A toy encoder + MLM head that has learned nothing but word frequencies and to copy what it sees: at `[MASK]`
+    the unigram distribution; at a real token, half its mass on that token (under 80/10/10 a visible token is the
+    answer as often as it is a random one) and half the unigram."""
+
+    def __init__(self, logp: np.ndarray) -> None:
+        super().__init__()
+        self.logp = torch.from_numpy(logp).float()
+
+    def encoder(self, input_ids: torch.Tensor, *_: object) -> tuple[torch.Tensor]:
+        return (torch.nn.functional.one_hot(input_ids, len(self.logp)).float(),)
+
+    def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        visible = hidden[..., MASK_ID] == 0
+        return torch.where(visible[..., None], torch.log(0.5 * hidden + 0.5 * self.logp.exp()), self.logp)
+
+
+def test_the_heldout_metric_gives_copying_no_credit() -> None:
+    """The held-out set shows `[MASK]` at every scored position, so a copier scores exactly its unigram floor; under
+    BERT's 80/10/10 rule (the training corruption) the same copier would look far better than the unigram."""
+    train = create_packed_instances(documents(1), 32)
+    heldout = create_packed_instances(documents(2), 32)
+    logp = unigram.log_probs(unigram.token_counts(train, 200))
+    data = PretrainData(train, heldout, {"objective": "mlm", "vocab_size": 200}, batch_size=4, seed=0,
+                        checkpoint_every=1, heldout_mask_seed=3, eval_batch_size=16, num_workers=0)
+    copier = Copier(logp)
+
+    def ratio(batches: list[dict]) -> float:
+        scored = [heldout_losses(copier, b, causal=False) for b in batches]
+        model = unigram.perplexity(*(torch.cat(part).numpy() for part in zip(*scored)))
+        return model / unigram.perplexity(*unigram.item_losses(batches, logp))
+
+    assert ratio(list(data.val_dataloader())) == pytest.approx(1.0, rel=1e-5)
+    shown = PretrainingCollator("mlm", 200, fixed_mask_seed=3)  # the same positions, 80/10/10 inputs
+    visible = DataLoader(InstanceDataset(heldout), batch_size=16, collate_fn=shown)
+    assert ratio(list(visible)) < 0.75  # a tenth of the positions show their answer
 
 
 def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:  # noqa: F811

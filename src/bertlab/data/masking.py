@@ -25,16 +25,16 @@ def continuation_table(tokenizer: Tokenizer) -> torch.Tensor:
 
 def mask_tokens(
     input_ids: torch.Tensor, *, vocab_size: int, mask_id: int = MASK_ID, num_special: int = NUM_SPECIAL,
-    mlm_probability: float = 0.15, continuation: torch.Tensor | None = None,
-    generator: torch.Generator | None = None,
+    mlm_probability: float = 0.15, mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1,
+    continuation: torch.Tensor | None = None, generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masked-LM corruption of a [B, L] batch; returns (masked input ids, labels).
 
     In each row, round(mlm_probability * n) of its n non-special tokens (ids >= `num_special`; at least one
     if n > 0) are chosen; with `continuation`, whole words are chosen instead (a word is a non-continuation
     token and the `##` pieces after it), covering that many tokens on average. Each chosen token becomes
-    `mask_id` (80%), a uniformly random non-special token (10%) or stays (10%). Labels hold the original
-    id at chosen positions and -100 elsewhere.
+    `mask_id` (`mask_replace_prob`, BERT's 80%), a uniformly random non-special token (`random_replace_prob`, 10%)
+    or stays (the rest, 10%). Labels hold the original id at chosen positions and -100 elsewhere.
     """
     candidate = input_ids >= num_special
     starts = candidate.clone()
@@ -64,8 +64,8 @@ def mask_tokens(
 
     labels = torch.where(chosen, input_ids, IGNORE_INDEX)
     action = torch.rand(batch, length, generator=generator, device=device)
-    masked = torch.where(chosen & (action < 0.8), mask_id, input_ids)
-    replace = chosen & (action >= 0.8) & (action < 0.9)
+    masked = torch.where(chosen & (action < mask_replace_prob), mask_id, input_ids)
+    replace = chosen & (action >= mask_replace_prob) & (action < mask_replace_prob + random_replace_prob)
     random_ids = torch.randint(num_special, vocab_size, (batch, length), generator=generator, device=device)
     masked = torch.where(replace, random_ids, masked)
     return masked, labels
@@ -90,8 +90,9 @@ class PretrainingCollator:
     def __init__(
         self, objective: str, vocab_size: int, *, mlm_probability: float = 0.15,
         continuation: torch.Tensor | None = None, pad_id: int = PAD_ID, mask_id: int = MASK_ID,
-        num_special: int = NUM_SPECIAL, fixed_mask_seed: int | None = None, seed: int | None = None,
-        generator: torch.Generator | None = None,
+        mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1, num_special: int = NUM_SPECIAL,
+        fixed_mask_seed: int | None = None, seed: int | None = None, generator: torch.Generator | None = None,
+        mask_every_target: bool = False,
     ):
         if objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
@@ -100,9 +101,10 @@ class PretrainingCollator:
         self.fixed_mask_seed = fixed_mask_seed
         self.seed = seed
         self.generator = generator
+        self.mask_every_target = mask_every_target
         self.mask_options = dict(
             vocab_size=vocab_size, mask_id=mask_id, num_special=num_special, mlm_probability=mlm_probability,
-            continuation=continuation,
+            mask_replace_prob=mask_replace_prob, random_replace_prob=random_replace_prob, continuation=continuation,
         )
 
     def __call__(self, examples: Sequence[dict]) -> dict[str, torch.Tensor]:
@@ -131,6 +133,8 @@ class PretrainingCollator:
             masked, labels = mask_tokens(input_ids, generator=generator, **self.mask_options)
         else:
             masked, labels = mask_tokens(input_ids, generator=self.generator, **self.mask_options)
+        if self.mask_every_target:
+            masked = masked.masked_fill(labels != IGNORE_INDEX, self.mask_options["mask_id"])
         batch = {"input_ids": masked, **batch, "mlm_labels": labels, **tag}
         if self.objective == "mlm_nsp":
             batch["next_sentence_label"] = torch.tensor([ex["next_sentence_label"] for ex in examples])
