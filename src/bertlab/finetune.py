@@ -112,7 +112,7 @@ def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
     settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
     num_layers = stage.read_json(metrics.parent / CONFIG)["num_layers"]
     settings["finetune"]["features"] = (feature_signature(ft.features, num_layers)
-                                        if ft.mode == "feature_based" else None)
+                                        if ft.mode != "finetune" else None)
     inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]
     return stage.run_key({"settings": settings, "encoder": encoder}, inputs)
 
@@ -136,7 +136,7 @@ def task_data(cfg: DictConfig, task: Task, tokenizer: Tokenizer, positions: int)
 
 def build_module(cfg: DictConfig, task: Task, encoder: BertEncoder, causal: bool) -> FinetuneModule:
     ft = cfg.finetune
-    head_lr = ft.feature_head_lr if ft.mode == "feature_based" and ft.feature_head_lr is not None else ft.head_lr
+    head_lr = ft.feature_head_lr if ft.mode != "finetune" and ft.feature_head_lr is not None else ft.head_lr
     module = FinetuneModule(
         encoder, task, mode=ft.mode, features=ft.features, bilstm=ft.bilstm, bilstm_hidden=ft.bilstm_hidden,
         bilstm_layers=ft.bilstm_layers, head_dropout=ft.head_dropout, causal=causal, pooling=ft.pooling, lr=ft.lr,
@@ -163,10 +163,11 @@ def finetune(cfg: DictConfig) -> Result:
     task = check_config(cfg)
     ft, data_dir = cfg.finetune, Path(cfg.data_dir)
     out_dir = data_dir / "finetune" / cfg.name
-    feature_based = ft.mode == "feature_based"
+    frozen = ft.mode != "finetune"
     record: dict[str, Any] = {
         "name": cfg.name, "encoder": ft.encoder, "task": task.name, "seed": cfg.seed, "mode": ft.mode,
-        "features": ft.features if feature_based else None, "bilstm": bool(ft.bilstm or feature_based),
+        "features": ft.features if frozen else None,
+        "bilstm": ft.mode == "feature_based" or (not frozen and bool(ft.bilstm)),
         "headline_metric": task.metric,
     }
     reason = missing_data_reason(data_dir, task.name)

@@ -1,9 +1,11 @@
 """The fine-tuning LightningModule: a task head on a pretrained encoder (optionally frozen, with layer features
 and a BiLSTM between them), trained with AdamW and BERT's schedule, and scored by the evaluators it is given.
 
-Modes: `finetune` (everything trains; `head_lr` for the new parameters) and `feature_based` (Table 7: the
+Modes: `finetune` (everything trains; `head_lr` for the new parameters), `feature_based` (Table 7: the
 encoder frozen, in eval mode and run under no_grad; token features from `features` feed a randomly
-initialised two-layer BiLSTM and the head). Choices:
+initialised two-layer BiLSTM and the head) and `probe` (a linear probe: the same frozen features straight into the
+linear head, sentence tasks on the mean of the real tokens' features; what the features carry, not the paper's).
+Choices:
 
 - Sentence vector. Bidirectional encoders: BERT's pooled `[CLS]` (tanh(dense(h_[CLS]))). Causal (left-to-right,
   objective "ltr") encoders are fine-tuned with the same causal attention, and `[CLS]` sees nothing there, so
@@ -35,7 +37,7 @@ from bertlab.evaluate import Evaluation, Evaluator, finite
 from bertlab.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
 from bertlab.model import BertEncoder
 
-MODES = ("finetune", "feature_based")
+MODES = ("finetune", "feature_based", "probe")
 POOLINGS = ("cls", "mean")
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
@@ -61,7 +63,8 @@ class FinetuneModule(pl.LightningModule):
             raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}")
-        self.task, self.causal, self.frozen, self.pooling = task, causal, mode == "feature_based", pooling
+        self.task, self.causal, self.frozen, self.pooling = task, causal, mode != "finetune", pooling
+        self.probe = mode == "probe"
         self.lr, self.head_lr = lr, lr if head_lr is None else head_lr
         self.warmup_ratio, self.weight_decay, self.betas, self.eps = warmup_ratio, weight_decay, tuple(betas), eps
         self.encoder = encoder
@@ -74,11 +77,11 @@ class FinetuneModule(pl.LightningModule):
             self.features = LayerFeatures(features, c.num_layers, c.hidden_size)
             size = self.features.output_size
         self.bilstm = None
-        if bilstm or self.frozen:
+        if (bilstm or self.frozen) and not self.probe:
             self.bilstm = BiLSTM(size, bilstm_hidden or c.hidden_size, bilstm_layers, dropout=head_dropout)
             size = self.bilstm.output_size
         self.head = SpanHead(size) if task.kind == "span" else LinearHead(size, task.num_labels, head_dropout)
-        if self.bilstm is not None or task.kind in ("span", "tagging"):  # nothing reads the pooler: frozen, so
+        if self.bilstm is not None or self.probe or task.kind in ("span", "tagging"):  # no pooler read: frozen, so
             encoder.pooler.requires_grad_(False)  # every trained parameter is in the loss (plain DDP works)
         init_head(self.head, c.initializer_range)
         self.evaluators: list[Evaluator] = []
@@ -108,10 +111,12 @@ class FinetuneModule(pl.LightningModule):
         return out.last_hidden_state, out
 
     def sentence_vector(self, tokens: Tensor, out: Any, attention_mask: Tensor) -> Tensor:
-        """The pooled `[CLS]` (causal encoders: the last real token; `pooling="mean"`: the mean over real tokens)."""
-        if self.pooling == "mean":
+        """The pooled `[CLS]` (causal encoders: the last real token; `pooling="mean"`: the mean over real tokens);
+        a probe reads the mean of the real tokens' features, no pooler."""
+        if self.pooling == "mean" or self.probe:
             m = attention_mask.unsqueeze(-1).to(tokens.dtype)
-            return torch.tanh(self.encoder.pooler((tokens * m).sum(1) / m.sum(1)))
+            mean = (tokens * m).sum(1) / m.sum(1)
+            return mean if self.probe else torch.tanh(self.encoder.pooler(mean))
         if not self.causal:
             return out.pooled_output
         last = attention_mask.sum(1) - 1

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 IGNORE_INDEX = -100
+POSITION_INITS = ("normal", "sinusoidal")
 
 
 @dataclass
@@ -34,10 +35,13 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     initializer_range: float = 0.02
     pad_token_id: int = 0
+    position_init: str = "normal"  # the learned position table starts N(0, std) (BERT) or "sinusoidal"
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
+        if self.position_init not in POSITION_INITS:
+            raise ValueError(f"position_init {self.position_init!r}: expected one of {', '.join(POSITION_INITS)}")
 
 
 class Dropout(nn.Dropout):
@@ -62,10 +66,14 @@ class Dropout(nn.Dropout):
 
 
 class Embeddings(nn.Module):
-    """Token + segment + learned position embeddings, then LayerNorm and dropout."""
+    """Token + segment + learned position embeddings, then LayerNorm and dropout. The position table is learned
+    either way; `position_init="sinusoidal"` starts it at Vaswani et al.'s sinusoids (scaled to the init's std), in
+    which a fixed linear map takes each position to its neighbour, so attention to nearby tokens need not wait for
+    randomly initialised positions to acquire that structure."""
 
     def __init__(self, c: BertConfig) -> None:
         super().__init__()
+        self.position_init = c.position_init
         self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
         self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
@@ -276,8 +284,19 @@ def bert_init(std: float) -> Callable[[nn.Module], None]:
         if isinstance(m, nn.LayerNorm):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
+        if isinstance(m, Embeddings) and m.position_init == "sinusoidal":  # after its tables (apply: children first)
+            m.position_embeddings.weight.copy_(sinusoids(*m.position_embeddings.weight.shape) * std * 2**0.5)
 
     return init
+
+
+def sinusoids(positions: int, dim: int) -> Tensor:
+    """Vaswani et al.'s table: sin(p / 10000^(2i/d)) in even columns, cos in odd ones (each column's mean square 1/2)."""
+    p = torch.arange(positions, dtype=torch.float64)[:, None]
+    angle = p / 10000 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    table = torch.zeros(positions, dim, dtype=torch.float64)
+    table[:, 0::2], table[:, 1::2] = angle.sin(), angle.cos()[:, : dim // 2]
+    return table.float()
 
 
 def flops_per_token(config: BertConfig, seq_len: int, masked_fraction: float = 0.15) -> float:

@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from bertlab.model import POSITION_INITS
 from bertlab.stage import UserError
 
 NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
@@ -122,6 +123,9 @@ def check(cfg: DictConfig) -> None:
     if None not in shares and sum(shares) > 1:
         raise UserError(f"objective.mask_replace_prob={shares[0]} + objective.random_replace_prob={shares[1]} "
                         "exceed 1 (the rest of the chosen tokens stay as they are)")
+    position_init = OmegaConf.select(cfg, "pretrain.position_init")
+    if position_init is not None and position_init not in POSITION_INITS:
+        raise UserError(f"pretrain.position_init={position_init!r}: expected one of {', '.join(POSITION_INITS)}")
     heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")

@@ -385,6 +385,24 @@ def test_mean_pooling_averages_the_real_tokens_only(data_dir: Path) -> None:
         make_module(data_dir, pooling="max")
 
 
+@pytest.mark.parametrize("task", ["sst2", "conll2003"])
+def test_a_probe_trains_one_linear_layer_on_frozen_features(data_dir: Path, task: str) -> None:
+    before, _ = load_plain(data_dir / "pretrain" / "tiny")
+    result = finetune(config(data_dir, f"name=probe_{task}", f"task={task}", "finetune.mode=probe",
+                             "finetune.features=last", "finetune.max_train_examples=48", "finetune.epochs=1"))
+    record, module = result.record, result.module
+    assert record["mode"] == "probe" and record["features"] == "last" and record["bilstm"] is False
+    trained = [n for n, p in module.named_parameters() if p.requires_grad]
+    assert trained == ["head.out.weight", "head.out.bias"] and module.bilstm is None
+    for name, tensor in before.encoder.state_dict().items():
+        assert torch.equal(tensor, module.encoder.state_dict()[name]), name
+    if task == "sst2":  # the mean of the real tokens' last-layer states, no pooler
+        batch = padded_batch()
+        tokens, out = module.eval().token_features(batch)
+        vector = module.sentence_vector(tokens, out, batch["attention_mask"])
+        assert torch.allclose(vector[0], out.last_hidden_state[0, :4].mean(0), atol=1e-6)
+
+
 def test_every_encoder_and_seed_scores_the_same_dev_items(data_dir: Path) -> None:
     """A subsampled dev set is drawn by subsample_seed alone: items pair up across cells."""
     cells = {"same_a": ("tiny", 1), "same_b": ("tiny_ltr", 2)}

@@ -75,7 +75,7 @@ def read_items(path: Path) -> Items:
 
 def identity(run: dict[str, Any]) -> tuple:
     """What makes a fine-tuning run a cell of a table (all but the seed)."""
-    features = run.get("features") if run["mode"] == "feature_based" else None
+    features = run.get("features") if run["mode"] != "finetune" else None
     return run["encoder"], run["task"], run["mode"], features, bool(run.get("bilstm"))
 
 
