@@ -114,6 +114,12 @@ def run(cfg: DictConfig) -> None:
     fmt, p = cfg.objective.data, cfg.pretrain
     train = load_instances(instances_dir / f"train_{fmt}")
     heldout = load_instances(instances_dir / f"heldout_{fmt}")
+    short_steps = round(p.short_seq_fraction * p.max_steps)
+    short_dir = instances_dir / f"train_{fmt}_short"
+    if short_steps and not short_dir.exists():
+        raise stage.UserError(f"pretrain.short_seq_fraction={p.short_seq_fraction}: {short_dir} does not exist (set "
+                              f"pretrain_data.short_seq_length and rerun the pretrain_data stage)")
+    short = load_instances(short_dir) if short_steps else None
     if train.mlm_mask is not None and not cfg.objective.causal:
         check_static_masks(cfg)
     if len(train) < p.batch_size:
@@ -133,7 +139,7 @@ def run(cfg: DictConfig) -> None:
         module.model.compile()  # in place: the state dict keeps its keys, so checkpoints resume either way
 
     key = run_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
-                        counts_file])
+                        counts_file, *([short_dir] if short_steps else [])])
     twin = stage.find_twin(data_dir / "pretrain", cfg.name, key) if cfg.impl.reuse_twins else None
     if twin is not None:
         if rank_zero_only.rank == 0:
@@ -172,7 +178,8 @@ def run(cfg: DictConfig) -> None:
                         checkpoint_every=max(1, p.checkpoint_every_steps), heldout_mask_seed=cfg.pretrain_data.seed,
                         eval_batch_size=cfg.impl.eval_batch_size, num_workers=cfg.impl.num_workers,
                         pin_memory=stage.on_cuda(trainer),
-                        heldout_mlm_probability=cfg.objective.heldout_mlm_probability)
+                        heldout_mlm_probability=cfg.objective.heldout_mlm_probability, short=short,
+                        short_steps=short_steps)
     if p.max_steps > 0:
         trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None)
     seconds = record.train_seconds()

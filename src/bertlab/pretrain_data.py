@@ -1,7 +1,8 @@
 """Stage `pretrain_data`: the corpus as pretraining instances, built once and shared by every variant.
 
 Writes `data/pretrain_data/{train,heldout}_{nsp,packed}/` (memory-mappable arrays: NSP sentence pairs for
-BERT, contiguous packed text for No-NSP and LTR), `unigram_counts.npy` (each token id's count in the training
+BERT, contiguous packed text for No-NSP and LTR), with `pretrain_data.short_seq_length` also
+`train_{nsp,packed}_short/` (the same text as instances of that length, for pretraining's first phase), `unigram_counts.npy` (each token id's count in the training
 text, for the unigram floor) and `stats.json` (sizes, NotNext and shortened-target ratios, and the held-out
 unigram perplexity on the positions pretraining scores: `nsp` and `packed` on the fixed held-out masks at the
 default masking rate, `packed_next_token` on LTR's next-token positions; each run's own floor, on its own
@@ -83,13 +84,19 @@ def train_shard(index: int, texts: list[str], *, p: DictConfig, tokenizer_file: 
     tokenizer = Tokenizer.from_file(tokenizer_file)
     docs = tokenize_documents(texts, tokenizer)
     nsp, packed = builders(p, tokenizer)
-    seed, length = p.seed + index, p.max_seq_length
-    sets = {"train_nsp": nsp(docs, length, dupe_factor=p.dupe_factor, seed=seed),
-            "train_packed": packed(docs, length, dupe_factor=p.dupe_factor, seed=seed)}
+    seed, sets = p.seed + index, {}
+    for suffix, length in training_lengths(p).items():
+        sets[f"train_nsp{suffix}"] = nsp(docs, length, dupe_factor=p.dupe_factor, seed=seed)
+        sets[f"train_packed{suffix}"] = packed(docs, length, dupe_factor=p.dupe_factor, seed=seed)
     return {"documents": len(docs), "characters": sum(map(len, texts)), "instances": save_shard(sets, out / f"{index:05d}"),
             "multi_sentence": any(len(d) >= 2 for d in docs),
             "tokens": int(sum(s.size for doc in docs for s in doc)),
             "counts": unigram.token_counts(sets["train_packed"], tokenizer.get_vocab_size())}
+
+
+def training_lengths(p: DictConfig) -> dict[str, int]:
+    """The training sets' name suffix -> instance length: `max_seq_length`, and `short_seq_length` if set."""
+    return {"": p.max_seq_length} | ({"_short": p.short_seq_length} if p.short_seq_length else {})
 
 
 def unigram_perplexity(heldout: Instances, objective: str, logp: np.ndarray, mask_seed: int) -> float:
@@ -135,7 +142,7 @@ def run(cfg: DictConfig) -> None:
         if not any(shard["multi_sentence"] for shard in shards):
             raise stage.UserError(no_sentence_pairs("the training documents", sum(s["documents"] for s in shards)))
         sets = {name: merge(sorted((tmp / "shards").glob(f"*/{name}")), tmp / name)
-                for name in ("train_nsp", "train_packed")}
+                for suffix in training_lengths(p) for name in (f"train_nsp{suffix}", f"train_packed{suffix}")}
         sets |= heldout_sets(heldout_docs, p, tokenizer)
         counts = np.sum([shard["counts"] for shard in shards], axis=0)
         finish(sets, counts, shards, heldout_docs, added, p, tmp)

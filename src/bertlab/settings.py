@@ -62,7 +62,8 @@ SETTINGS: dict[str, Number] = {
     "corpus.max_chars": count(nullable=True), "corpus.heldout_documents": count(), "corpus.seed": count(0),
     "corpus.task_text_lines": count(),
     "tokenizer.vocab_size": count(16), "tokenizer.min_frequency": count(), "tokenizer.max_chars": count(nullable=True),
-    "pretrain_data.max_seq_length": count(8), "pretrain_data.short_seq_prob": FRACTION,
+    "pretrain_data.max_seq_length": count(8), "pretrain_data.short_seq_length": count(8, nullable=True),
+    "pretrain_data.short_seq_prob": FRACTION, "pretrain.short_seq_fraction": FRACTION,
     "pretrain_data.dupe_factor": count(), "pretrain_data.heldout_instances": count(), "pretrain_data.seed": count(0),
     "pretrain_data.masked_lm_prob": Number(False, 0.0, 1.0, open_lo=True, open_hi=True),
     "pretrain_data.max_predictions_per_seq": count(),
@@ -123,6 +124,10 @@ def check(cfg: DictConfig) -> None:
     if None not in shares and sum(shares) > 1:
         raise UserError(f"objective.mask_replace_prob={shares[0]} + objective.random_replace_prob={shares[1]} "
                         "exceed 1 (the rest of the chosen tokens stay as they are)")
+    length, short = (OmegaConf.select(cfg, f"pretrain_data.{k}_seq_length") for k in ("max", "short"))
+    if length and short and (length % short or short >= length):
+        raise UserError(f"pretrain_data.short_seq_length={short}: must divide max_seq_length={length} and be shorter "
+                        "(a short batch holds the same tokens)")
     position_init = OmegaConf.select(cfg, "pretrain.position_init")
     if position_init is not None and position_init not in POSITION_INITS:
         raise UserError(f"pretrain.position_init={position_init!r}: expected one of {', '.join(POSITION_INITS)}")

@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from torch.utils.data import DataLoader
 from bertlab.data.instances import InstanceDataset, create_nsp_instances, create_packed_instances
 from bertlab.data import unigram
 from bertlab.data.masking import PretrainingCollator
-from bertlab.data.sampler import SeededBatches, TaggedDataset
+from bertlab.data.sampler import PhasedBatches, SeededBatches, TaggedDataset
 from bertlab.export import load_plain
 from bertlab.model import BertConfig, BertForPretraining
 from bertlab.pretrain import resume_from
@@ -256,6 +257,51 @@ def test_seeded_batches_are_one_stream_across_windows_ranks_and_data_epochs() ->
     assert [tag for tag, _ in next(iter(ranks[1]))] == [1, 1]  # tags: g * world_size + rank
     with pytest.raises(ValueError, match="do not fill one batch"):
         SeededBatches(3, 4, seed=0, window=1, start=lambda: 0)
+
+
+def test_phased_batches_take_the_short_stream_then_the_long_one_from_its_start() -> None:
+    position = [0]
+    short = SeededBatches(40, 8, seed=3, window=3, start=lambda: position[0])
+    long = SeededBatches(12, 2, seed=3, window=3, start=lambda: position[0])
+    phased = PhasedBatches(short, long, boundary=4, offset=40)
+    stream = []
+    for start in (0, 3, 6):  # windows from the restored position, across the boundary
+        position[0] = start
+        stream += list(phased)
+    assert [len(batch) for batch in stream] == [8] * 4 + [2] * 5
+    assert [batch[0][0] for batch in stream] == list(range(9))  # tags: the global batch index
+    assert [[i for _, i in b] for b in stream[:4]] == [short.batch(g).tolist() for g in range(4)]
+    assert [[i - 40 for _, i in b] for b in stream[4:]] == [long.batch(g).tolist() for g in range(5)]
+
+
+def test_a_short_first_phase_trains_on_short_instances_with_the_same_tokens_per_batch() -> None:
+    docs = documents()
+    data = PretrainData(create_nsp_instances(docs, 64, dupe_factor=1), create_nsp_instances(docs, 64, dupe_factor=1),
+                        {"objective": "mlm_nsp", "vocab_size": 200}, batch_size=4, seed=0, checkpoint_every=3,
+                        heldout_mask_seed=0, eval_batch_size=8, num_workers=0,
+                        short=create_nsp_instances(docs, 16, dupe_factor=1), short_steps=4)
+    trainer = type("Trainer", (), {"accumulate_grad_batches": 1, "global_step": 0, "global_rank": 0,
+                                   "world_size": 1})()
+    data.trainer = trainer
+    shapes = []
+    for step in (0, 3, 6):  # three checkpoint windows, the phase boundary inside the second
+        trainer.global_step = step
+        shapes += [tuple(b["input_ids"].shape) for b in data.train_dataloader()]
+    assert [rows for rows, _ in shapes] == [16] * 4 + [4] * 5
+    assert max(n for _, n in shapes[:4]) <= 16 < max(n for _, n in shapes[4:])
+
+
+def test_a_short_phase_needs_its_instances(prepared: Path, tmp_path: Path) -> None:  # noqa: F811
+    missing = stage("pretrain", prepared, "name=nophase", "pretrain.short_seq_fraction=0.5")
+    assert missing.returncode == 2 and "set pretrain_data.short_seq_length" in missing.stderr.strip().splitlines()[-1]
+    for part in ("download", "tokenizer"):
+        shutil.copytree(prepared / part, tmp_path / part)
+    done = stage("pretrain_data", tmp_path, "pretrain_data.short_seq_length=16")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert np.load(tmp_path / "pretrain_data/train_nsp_short/input_ids.npy").shape[1] == 16
+    done = stage("pretrain", tmp_path, "name=phased", "pretrain.short_seq_fraction=0.5")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert metrics(tmp_path, "phased")["max_seq_length"] == 64
 
 
 def documents(seed: int = 0) -> list[list[np.ndarray]]:

@@ -53,6 +53,25 @@ class SeededBatches(Sampler[Tagged]):
         return np.random.default_rng([self.seed, epoch]).permutation(self.num_examples)
 
 
+class PhasedBatches(Sampler[Tagged]):
+    """Two seeded streams one after the other: global batches before `boundary` are `first`'s, later ones are
+    `second`'s batch g - boundary with example indices shifted by `offset` (both streams index one ConcatDataset,
+    `first`'s examples first). Windows, start and tags are `second`'s: a tag stays the global batch index."""
+
+    def __init__(self, first: SeededBatches, second: SeededBatches, boundary: int, offset: int) -> None:
+        self.first, self.second, self.boundary, self.offset = first, second, boundary, offset
+
+    def __len__(self) -> int:
+        return self.second.window
+
+    def __iter__(self) -> Iterator[Tagged]:
+        s = self.second
+        first = s.start()
+        for g in range(first, first + s.window):
+            batch = self.first.batch(g) if g < self.boundary else self.second.batch(g - self.boundary) + self.offset
+            yield [(g * s.world_size + s.rank, int(i)) for i in batch]
+
+
 class TaggedDataset(Dataset):
     """`dataset`'s examples for a `SeededBatches` batch, each dict with its batch's tag under "batch"."""
 
