@@ -1,8 +1,10 @@
-"""Save/load bertlab models: plain PyTorch (`model.pt`) and Hugging Face `BertForPreTraining` layout (no transformers).
+"""Save/load bertlab models: plain PyTorch (`model.pt`) and Hugging Face layout (no transformers).
 
-The HF export writes `model.safetensors` + `config.json` that `transformers.BertForPreTraining.from_pretrained` loads
-as is. Models without an NSP head (MLM-only, left-to-right LM) get a zero `cls.seq_relationship` (uniform NSP
-logits) so the layout stays loadable; `config.json` then says `"bertlab_nsp": false`.
+The HF export writes `model.safetensors` + `config.json` that transformers loads as is: `BertForPreTraining` for
+absolute positions (models without an NSP head, MLM-only or left-to-right, get a zero `cls.seq_relationship`, uniform
+NSP logits, so the layout stays loadable; `config.json` then says `"bertlab_nsp": false`), `RoFormerForMaskedLM`
+(`RoFormerForCausalLM` for a left-to-right LM) for rotary positions: the same layers under `roformer.`, with no
+position table, pooler or NSP head (those stay in `model.pt`).
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ _LAYER_NAMES = {
     "ffn_out": "output.dense",
     "ln_ffn": "output.LayerNorm",
 }
-_TOP_NAMES = {
-    "encoder.embeddings.word_embeddings.weight": "bert.embeddings.word_embeddings.weight",
-    "encoder.embeddings.position_embeddings.weight": "bert.embeddings.position_embeddings.weight",
-    "encoder.embeddings.token_type_embeddings.weight": "bert.embeddings.token_type_embeddings.weight",
-    "encoder.embeddings.ln.weight": "bert.embeddings.LayerNorm.weight",
-    "encoder.embeddings.ln.bias": "bert.embeddings.LayerNorm.bias",
-    "encoder.pooler.weight": "bert.pooler.dense.weight",
-    "encoder.pooler.bias": "bert.pooler.dense.bias",
+_TOP_NAMES = {  # "{m}": the HF model's prefix (bert | roformer)
+    "encoder.embeddings.word_embeddings.weight": "{m}.embeddings.word_embeddings.weight",
+    "encoder.embeddings.position_embeddings.weight": "{m}.embeddings.position_embeddings.weight",
+    "encoder.embeddings.token_type_embeddings.weight": "{m}.embeddings.token_type_embeddings.weight",
+    "encoder.embeddings.ln.weight": "{m}.embeddings.LayerNorm.weight",
+    "encoder.embeddings.ln.bias": "{m}.embeddings.LayerNorm.bias",
+    "encoder.pooler.weight": "{m}.pooler.dense.weight",
+    "encoder.pooler.bias": "{m}.pooler.dense.bias",
     "mlm_dense.weight": "cls.predictions.transform.dense.weight",
     "mlm_dense.bias": "cls.predictions.transform.dense.bias",
     "mlm_ln.weight": "cls.predictions.transform.LayerNorm.weight",
@@ -78,57 +80,76 @@ def load_plain(
     return model, config
 
 
+def hf_prefix(config: BertConfig) -> str:
+    """The HF model whose layout the export takes: BERT, or RoFormer for rotary positions."""
+    return "roformer" if config.positions == "rotary" else "bert"
+
+
 def bertlab_to_hf(state: dict[str, Tensor], config: BertConfig) -> dict[str, Tensor]:
-    """bertlab state dict -> HF `BertForPreTraining` names (fused qkv split into query/key/value)."""
+    """bertlab state dict -> HF `BertForPreTraining` (or `RoFormerForMaskedLM`) names (qkv split into query/key/value)."""
+    m = hf_prefix(config)
     hf: dict[str, Tensor] = {}
     for i in range(config.num_layers):
-        src, dst = f"encoder.layers.{i}.", f"bert.encoder.layer.{i}."
+        src, dst = f"encoder.layers.{i}.", f"{m}.encoder.layer.{i}."
         for kind in ("weight", "bias"):
             for name, part in zip(("query", "key", "value"), state[f"{src}qkv.{kind}"].chunk(3)):
                 hf[f"{dst}attention.self.{name}.{kind}"] = part
             for ours, theirs in _LAYER_NAMES.items():
                 hf[f"{dst}{theirs}.{kind}"] = state[f"{src}{ours}.{kind}"]
     for ours, theirs in _TOP_NAMES.items():
-        if ours in state:
-            hf[theirs] = state[ours]
-    if "nsp.weight" not in state:
+        if ours in state and (m == "bert" or not ours.startswith(("encoder.pooler", "nsp."))):
+            hf[theirs.format(m=m)] = state[ours]
+    if m == "roformer":  # its fixed sinusoid table (a weight it saves, not a trained one): sin | cos halves
+        head = config.hidden_size // config.num_heads
+        angle = torch.arange(config.max_position_embeddings, dtype=torch.float64)[:, None] * 10000.0 ** (
+            -torch.arange(0, head, 2, dtype=torch.float64) / head)
+        hf["roformer.encoder.embed_positions.weight"] = torch.cat([angle.sin(), angle.cos()], dim=1).float()
+    if m == "bert" and "nsp.weight" not in state:
         hf["cls.seq_relationship.weight"] = torch.zeros(2, config.hidden_size)
         hf["cls.seq_relationship.bias"] = torch.zeros(2)
     return {k: v.detach().cpu().contiguous() for k, v in hf.items()}
 
 
 def hf_to_bertlab(state: dict[str, Tensor], config: BertConfig, nsp: bool = True) -> dict[str, Tensor]:
-    """HF `BertForPreTraining`/`BertModel` state dict -> bertlab names (query/key/value fused into qkv).
+    """HF `BertForPreTraining`/`BertModel` (or RoFormer) state dict -> bertlab names (query/key/value fused into qkv).
 
-    Accepts names with or without the `bert.` prefix and old TF-converted `gamma`/`beta` LayerNorm names; ignores
-    buffers and the tied `cls.predictions.decoder.*`. Head weights missing from the input (a bare `BertModel`) are
-    missing from the output too.
+    Accepts names with or without the `bert.` (`roformer.`) prefix and old TF-converted `gamma`/`beta` LayerNorm
+    names; ignores buffers and the tied `cls.predictions.decoder.*`. Head weights missing from the input (a bare
+    `BertModel`) are missing from the output too.
     """
+    m = hf_prefix(config)
     norm = {}
     for k, v in state.items():
-        k = k.removeprefix("bert.").replace("LayerNorm.gamma", "LayerNorm.weight")
+        k = k.removeprefix(f"{m}.").replace("LayerNorm.gamma", "LayerNorm.weight")
         k = k.replace("LayerNorm.beta", "LayerNorm.bias")
-        norm[k if k.startswith("cls.") else f"bert.{k}"] = v
+        norm[k if k.startswith("cls.") else f"{m}.{k}"] = v
     ours: dict[str, Tensor] = {}
     for i in range(config.num_layers):
-        src, dst = f"bert.encoder.layer.{i}.", f"encoder.layers.{i}."
+        src, dst = f"{m}.encoder.layer.{i}.", f"encoder.layers.{i}."
         for kind in ("weight", "bias"):
             qkv = [norm[f"{src}attention.self.{name}.{kind}"] for name in ("query", "key", "value")]
             ours[f"{dst}qkv.{kind}"] = torch.cat(qkv)
             for mine, theirs in _LAYER_NAMES.items():
                 ours[f"{dst}{mine}.{kind}"] = norm[f"{src}{theirs}.{kind}"]
     for mine, theirs in _TOP_NAMES.items():
-        if theirs in norm and (nsp or not mine.startswith("nsp.")):
-            ours[mine] = norm[theirs]
+        if theirs.format(m=m) in norm and (nsp or not mine.startswith("nsp.")):
+            ours[mine] = norm[theirs.format(m=m)]
     return ours
 
 
 def config_to_hf(config: BertConfig, nsp: bool = True, causal: bool = False) -> dict:
-    """HF `BertConfig` dict for `config` (exact-erf "gelu", absolute positions, tied decoder).
+    """HF `BertConfig` dict for `config` (exact-erf "gelu", absolute positions, tied decoder), or a `RoFormerConfig`
+    one for rotary positions.
 
     `causal` (a left-to-right LM) sets `is_decoder`, so transformers applies the same causal attention mask.
     """
     hf = {theirs: getattr(config, ours) for ours, theirs in _HF_CONFIG_KEYS.items()}
+    if config.positions == "rotary":
+        return {
+            "model_type": "roformer", "architectures": ["RoFormerForCausalLM" if causal else "RoFormerForMaskedLM"],
+            "hidden_act": "gelu", "embedding_size": config.hidden_size, "rotary_value": False,
+            "tie_word_embeddings": True, "dtype": "float32", "is_decoder": causal, **hf,
+        }
     return {
         "model_type": "bert", "architectures": ["BertForPreTraining"], "hidden_act": "gelu",
         "position_embedding_type": "absolute", "tie_word_embeddings": True, "dtype": "float32",
@@ -138,14 +159,19 @@ def config_to_hf(config: BertConfig, nsp: bool = True, causal: bool = False) -> 
 
 
 def config_from_hf(hf: dict) -> BertConfig:
-    """BertConfig from an HF `config.json` dict (only absolute positions and "gelu" are supported)."""
-    if hf.get("hidden_act", "gelu") != "gelu" or hf.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError("bertlab supports hidden_act='gelu' and position_embedding_type='absolute' only")
-    return BertConfig(**{ours: hf[theirs] for ours, theirs in _HF_CONFIG_KEYS.items() if theirs in hf})
+    """BertConfig from an HF BERT `config.json` dict (absolute positions) or a RoFormer one (rotary); "gelu" only."""
+    roformer = hf.get("model_type") == "roformer"
+    if hf.get("hidden_act", "gelu") != "gelu" or hf.get("position_embedding_type", "absolute") != "absolute" or (
+            roformer and (hf.get("rotary_value") or hf.get("embedding_size", hf["hidden_size"]) != hf["hidden_size"])):
+        raise ValueError("bertlab supports hidden_act='gelu', BERT's absolute positions and RoFormer's rotary ones "
+                         "(rotary_value false, embedding_size = hidden_size) only")
+    fields = {ours: hf[theirs] for ours, theirs in _HF_CONFIG_KEYS.items() if theirs in hf}
+    return BertConfig(**fields, positions="rotary" if roformer else "absolute")
 
 
 def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path, causal: bool = False) -> Path:
-    """Write `model.safetensors` + `config.json` in the HF `BertForPreTraining` layout into `directory`.
+    """Write `model.safetensors` + `config.json` in the HF layout (`BertForPreTraining`, or RoFormer's for rotary
+    positions) into `directory`.
 
     Pass `causal=True` for a left-to-right LM so that transformers runs it with causal attention (`is_decoder`).
     """
@@ -175,9 +201,12 @@ def load_hf(directory: str | Path) -> tuple[BertForPretraining, BertConfig]:
         state = load_file(d / HF_WEIGHTS)
     else:
         state = torch.load(d / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    nsp = hf_config.get("bertlab_nsp", any(k.endswith("seq_relationship.weight") for k in state))
+    nsp = config.positions == "absolute" and hf_config.get(
+        "bertlab_nsp", any(k.endswith("seq_relationship.weight") for k in state))
     model = BertForPretraining(config, nsp=nsp)
     missing, _ = model.load_state_dict(hf_to_bertlab(state, config, nsp), strict=False)
-    if any(k.startswith("encoder.") for k in missing):
-        raise KeyError(f"checkpoint lacks encoder weights: {[k for k in missing if k.startswith('encoder.')]}")
+    pooler = "encoder.pooler" if config.positions == "rotary" else None  # a RoFormer has none: it stays as initialised
+    lacking = [k for k in missing if k.startswith("encoder.") and not (pooler and k.startswith(pooler))]
+    if lacking:
+        raise KeyError(f"checkpoint lacks encoder weights: {lacking}")
     return model, config

@@ -3,6 +3,12 @@
 Post-LN Transformer exactly as BERT/Hugging Face compute it (same weights give the same outputs), attention through
 `F.scaled_dot_product_attention` with a fused qkv projection, and an MLM head evaluated only at the labelled
 positions (cramming's "sparse prediction"), which is what makes the pretraining step fast.
+
+Positions: BERT's learned absolute table added to the token embeddings (`positions="absolute"`), or rotary
+(`"rotary"`, RoFormer: Su et al. 2021, as Hugging Face's `RoFormerModel` computes it): no table; in every layer each
+head's query and key pairs (2i, 2i+1) at position p are rotated by the angle p * 10000^(-2i/d), so q_p . k_r depends
+on the offset p - r only and attending to a neighbour is one pattern for every position, not one per pair of
+absolute positions.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 IGNORE_INDEX = -100
-POSITION_INITS = ("normal", "sinusoidal")
+POSITIONS = ("absolute", "rotary")
 
 
 @dataclass
@@ -35,13 +41,15 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     initializer_range: float = 0.02
     pad_token_id: int = 0
-    position_init: str = "normal"  # the learned position table starts N(0, std) (BERT) or "sinusoidal"
+    positions: str = "absolute"  # BERT's learned table, or "rotary"
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
-        if self.position_init not in POSITION_INITS:
-            raise ValueError(f"position_init {self.position_init!r}: expected one of {', '.join(POSITION_INITS)}")
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions {self.positions!r}: expected one of {', '.join(POSITIONS)}")
+        if self.positions == "rotary" and (self.hidden_size // self.num_heads) % 2:
+            raise ValueError(f"rotary positions need an even head size, not {self.hidden_size // self.num_heads}")
 
 
 class Dropout(nn.Dropout):
@@ -66,22 +74,21 @@ class Dropout(nn.Dropout):
 
 
 class Embeddings(nn.Module):
-    """Token + segment + learned position embeddings, then LayerNorm and dropout. The position table is learned
-    either way; `position_init="sinusoidal"` starts it at Vaswani et al.'s sinusoids (scaled to the init's std), in
-    which a fixed linear map takes each position to its neighbour, so attention to nearby tokens need not wait for
-    randomly initialised positions to acquire that structure."""
+    """Token + segment (+ learned absolute position) embeddings, then LayerNorm and dropout."""
 
     def __init__(self, c: BertConfig) -> None:
         super().__init__()
-        self.position_init = c.position_init
         self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
-        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.position_embeddings = (nn.Embedding(c.max_position_embeddings, c.hidden_size)
+                                    if c.positions == "absolute" else None)
         self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
         self.ln = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
         self.dropout = Dropout(c.dropout)
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None) -> Tensor:
-        x = self.word_embeddings(input_ids) + self.position_embeddings.weight[: input_ids.shape[1]]
+        x = self.word_embeddings(input_ids)
+        if self.position_embeddings is not None:
+            x = x + self.position_embeddings.weight[: input_ids.shape[1]]
         x = x + (self.token_type_embeddings(token_type_ids) if token_type_ids is not None
                  else self.token_type_embeddings.weight[0])
         return self.dropout(self.ln(x))
@@ -101,9 +108,12 @@ class Block(nn.Module):
         self.ln_ffn = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
         self.dropout = Dropout(c.dropout)
 
-    def forward(self, x: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None, causal: bool, rotary: tuple[Tensor, Tensor] | None = None
+                ) -> Tensor:
         b, s, h = x.shape
         q, k, v = self.qkv(x).view(b, s, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
+        if rotary is not None:
+            q, k = rotate(q, *rotary), rotate(k, *rotary)
         a = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=causal and mask is None,
             dropout_p=self.attention_dropout if self.training else 0.0,
@@ -141,9 +151,12 @@ class BertEncoder(nn.Module):
                 s = input_ids.shape[1]
                 mask = mask & torch.ones(s, s, dtype=torch.bool, device=mask.device).tril()
         x = self.embeddings(input_ids, token_type_ids)
+        rotary = None
+        if self.config.positions == "rotary":
+            rotary = rotary_angles(input_ids.shape[1], self.config.hidden_size // self.config.num_heads, x)
         hidden = [x]
         for layer in self.layers:
-            x = layer(x, mask, causal)
+            x = layer(x, mask, causal, rotary)
             hidden.append(x)
         pooled = torch.tanh(self.pooler(x[:, 0]))
         return EncoderOutput(x, pooled, tuple(hidden) if output_hidden_states else None)
@@ -284,19 +297,21 @@ def bert_init(std: float) -> Callable[[nn.Module], None]:
         if isinstance(m, nn.LayerNorm):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
-        if isinstance(m, Embeddings) and m.position_init == "sinusoidal":  # after its tables (apply: children first)
-            m.position_embeddings.weight.copy_(sinusoids(*m.position_embeddings.weight.shape) * std * 2**0.5)
 
     return init
 
 
-def sinusoids(positions: int, dim: int) -> Tensor:
-    """Vaswani et al.'s table: sin(p / 10000^(2i/d)) in even columns, cos in odd ones (each column's mean square 1/2)."""
-    p = torch.arange(positions, dtype=torch.float64)[:, None]
-    angle = p / 10000 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-    table = torch.zeros(positions, dim, dtype=torch.float64)
-    table[:, 0::2], table[:, 1::2] = angle.sin(), angle.cos()[:, : dim // 2]
-    return table.float()
+def rotary_angles(length: int, head_size: int, like: Tensor) -> tuple[Tensor, Tensor]:
+    """cos and sin (S, d/2) of the angles p * 10000^(-2i/d), in `like`'s dtype and device."""
+    inverse = 10000.0 ** (-torch.arange(0, head_size, 2, dtype=torch.float32, device=like.device) / head_size)
+    angle = torch.arange(length, dtype=torch.float32, device=like.device)[:, None] * inverse
+    return angle.cos().to(like.dtype), angle.sin().to(like.dtype)
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """(..., S, d) with each pair (2i, 2i+1) at position p rotated by its angle (RoFormer's interleaved pairs)."""
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
 
 
 def flops_per_token(config: BertConfig, seq_len: int, masked_fraction: float = 0.15) -> float:

@@ -129,7 +129,7 @@ def run(cfg: DictConfig) -> None:
     config = BertConfig(
         vocab_size=tokenizer.get_vocab_size(), num_layers=cfg.model.num_layers, hidden_size=cfg.model.hidden_size,
         num_heads=cfg.model.num_heads, intermediate_size=cfg.model.intermediate_size, max_position_embeddings=seq,
-        dropout=p.dropout, attention_dropout=p.dropout, position_init=p.position_init,
+        dropout=p.dropout, attention_dropout=p.dropout, positions=p.positions,
     )
     module = PretrainModule(model=vars(config), objective=OmegaConf.to_container(cfg.objective),
                             optim=OmegaConf.to_container(p), seed=cfg.seed)

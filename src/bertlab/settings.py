@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab.model import POSITION_INITS
+from bertlab.model import POSITIONS
 from bertlab.stage import UserError
 
 NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
@@ -128,9 +128,9 @@ def check(cfg: DictConfig) -> None:
     if length and short and (length % short or short >= length):
         raise UserError(f"pretrain_data.short_seq_length={short}: must divide max_seq_length={length} and be shorter "
                         "(a short batch holds the same tokens)")
-    position_init = OmegaConf.select(cfg, "pretrain.position_init")
-    if position_init is not None and position_init not in POSITION_INITS:
-        raise UserError(f"pretrain.position_init={position_init!r}: expected one of {', '.join(POSITION_INITS)}")
+    positions = OmegaConf.select(cfg, "pretrain.positions")
+    if positions is not None and positions not in POSITIONS:
+        raise UserError(f"pretrain.positions={positions!r}: expected one of {', '.join(POSITIONS)}")
     heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")

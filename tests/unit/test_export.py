@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from bertlab.export import bertlab_to_hf, config_to_hf, hf_to_bertlab, load_hf, load_plain, save_hf, save_plain
-from bertlab.model import BertConfig, BertForPretraining
+from bertlab.model import BertConfig, BertForPretraining, rotary_angles, rotate
 
 VOCAB = 100
 
 
-def tiny(nsp: bool = True, seed: int = 0) -> tuple[BertForPretraining, BertConfig]:
+def tiny(nsp: bool = True, seed: int = 0, positions: str = "absolute") -> tuple[BertForPretraining, BertConfig]:
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=VOCAB, num_layers=2, hidden_size=32, num_heads=4, intermediate_size=64,
-                        max_position_embeddings=16)
+                        max_position_embeddings=16, positions=positions)
     model = BertForPretraining(config, nsp=nsp).eval()
     with torch.no_grad():  # non-trivial biases and LayerNorms so a mis-mapped tensor shows
         for p in model.parameters():
@@ -116,3 +116,36 @@ def test_converters_are_inverse_and_accept_old_names() -> None:
     for back in (hf_to_bertlab(hf, config), hf_to_bertlab(old_style, config)):
         assert back.keys() == ours.keys()
         assert all(torch.equal(back[k], ours[k]) for k in ours)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_rotary_models_export_as_roformer_with_the_same_logits(tmp_path: Path, causal: bool) -> None:
+    transformers = pytest.importorskip("transformers")
+    model, config = tiny(nsp=True, positions="rotary")
+    save_hf(model, config, tmp_path, causal=causal)
+    hf_config = json.loads((tmp_path / "config.json").read_text())
+    kind = transformers.RoFormerForCausalLM if causal else transformers.RoFormerForMaskedLM
+    assert hf_config["model_type"] == "roformer" and hf_config["architectures"] == [kind.__name__]
+    hf, info = kind.from_pretrained(tmp_path, output_loading_info=True)
+    assert not any(info.values()), info
+    with torch.no_grad():
+        theirs = hf.eval()(**inputs()).logits
+        mlm, _ = model.logits(**inputs(), causal=causal)
+    torch.testing.assert_close(mlm, theirs, atol=1e-5, rtol=0)
+    loaded, loaded_config = load_hf(tmp_path)  # back: the encoder and MLM head, no pooler or NSP head
+    assert loaded_config == config and loaded.nsp is None
+    for k, v in loaded.state_dict().items():
+        assert k.startswith("encoder.pooler") or torch.equal(v, model.state_dict()[k]), k
+
+
+def test_rotary_scores_depend_on_offsets_only() -> None:
+    """q_p . k_r after rotation is a function of p - r: the same vectors four positions later score the same."""
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 1, 1, 16, generator=g).unbind(0)
+    cos, sin = rotary_angles(12, 16, q)
+
+    def score(p: int, r: int) -> torch.Tensor:
+        return (rotate(q, cos[p : p + 1], sin[p : p + 1]) * rotate(k, cos[r : r + 1], sin[r : r + 1])).sum()
+
+    assert torch.allclose(score(2, 5), score(6, 9), atol=1e-5) and torch.allclose(score(7, 1), score(11, 5), atol=1e-5)
+    assert not torch.allclose(score(2, 5), score(2, 6), atol=1e-3)  # and it does depend on the offset
