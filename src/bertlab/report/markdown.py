@@ -29,6 +29,13 @@ VERDICTS = (
 )
 PPL_NOTE = ("The perplexity intervals cover held-out instances only: each encoder has one pretraining run, so the "
             "variation between pretraining runs is not in them.")
+HELDOUT_NOTE = (
+    "Held-out perplexity is scored where the input shows `[MASK]`: the held-out positions are chosen at the paper's "
+    "15%, and every one of them shows `[MASK]`, so a model earns nothing for copying a visible answer. (Reports "
+    "before commit `60f2f98` corrupted the held-out positions by BERT's 80/10/10 rule, which leaves a tenth of them "
+    "showing their answer; their `cpu` `bert`, 0.478 × unigram there, was 0.815 × unigram at its `[MASK]` inputs.)"
+)
+LEARNED, FEATURES = "beyond_unigram", "features_carry"  # the claims that say whether the encoder learned anything
 
 
 def _number(value: float | None, digits: int = 1) -> str:
@@ -100,6 +107,32 @@ def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]
     return lines
 
 
+def summary_section(findings: list[Finding], label: dict[str, str]) -> list[str]:
+    """What the encoder learned (its held-out ratio to the unigram floor, its probed features) and the verdict counts,
+    in a paragraph, from the findings themselves."""
+    by_id = {f.id: f for f in findings}
+    lines = ["## Summary", ""]
+    learned = by_id.get(LEARNED)
+    if learned and learned.pairs:
+        c = learned.pairs[0].contrast
+        ratio = f"{c.estimate:.3f} [{c.low:.3f}, {c.high:.3f}]" if math.isfinite(c.estimate) else "not measured"
+        if c.verdict == stats.REPRODUCED:
+            what = "it has learned well beyond word frequencies"
+        else:
+            what = ("it has **not learned enough beyond word frequencies to test the pretraining claims**: read every "
+                    "pretrained-vs-scratch verdict below as a statement about an encoder near its unigram floor")
+        lines.append(f"- `{learned.pairs[0].a.key}`'s held-out perplexity at `[MASK]` inputs is {ratio} × the unigram "
+                     f"floor of the same positions (the claim: at most {learned.pairs[0].b.label}): {what}.")
+    probe = by_id.get(FEATURES)
+    if probe:
+        parts = [f"{label.get(p.column, p.column)} {_difference(p)} ({p.contrast.verdict})" for p in probe.pairs]
+        lines.append(f"- Its frozen features against a never-trained encoder's, by a linear probe (A − B): "
+                     f"{'; '.join(parts) or 'not run'}.")
+    pairs = [p.contrast for f in findings for p in f.pairs]
+    lines.append(f"- The paper's claims on our runs: {stats.summarize(pairs)}.")
+    return lines
+
+
 def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry], findings: list[Finding],
                     figures: list[Path], profile: str, commit: str, ledger: list[str] = (),
                     recipe: list[str] = ()) -> str:
@@ -118,6 +151,7 @@ def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry]
     lines += [f"- Deviation: `{k}`: {v}" for k, v in deviations] or ["- Deviations from the hub: none"]
     lines += [f"- No data for {t}: {info.get('reason', 'unavailable')}"
               for t, info in sorted(man["tasks"].items()) if info["status"] != OK]
+    lines += ["", *summary_section(findings, label)]
     if recipe:
         lines += ["", f"Departures from BERT's recipe at the `{profile}` profile:", ""] + [f"- {r}" for r in recipe]
     lines += ["", LEGEND, "", "## Table 5: pre-training tasks (BERT-base, dev)", ""]
@@ -140,7 +174,8 @@ def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry]
               "unigram ppl (floor)"]
     lines += table(header + _header(label, t6["tasks"]), rows) + _floor_names(entries, "table6", label)
     lines += ["", "Our perplexities use our corpus and vocabulary: compare their order, not their size, with the "
-              "paper's; the unigram perplexity of the same held-out positions is the floor any LM must go below."]
+              "paper's; the unigram perplexity of the same held-out positions is the floor any LM must go below. "
+              + HELDOUT_NOTE]
 
     t7 = spec["table7"]
     title = f"{label[t7['task']]} NER, fine-tuning vs frozen features (`{t7['encoder']}`, dev F1)"
