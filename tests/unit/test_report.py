@@ -312,7 +312,11 @@ def test_deviations_name_each_setting_that_departs_from_the_paper() -> None:
     # the paper profile departs only where the paper's schedule is not one setting (128 then 512), in the data's
     # random details (dynamic masking) and in the fixed ones
     assert [x.split(":")[0] for x in deviations(paper, recipe)[: -len(recipe["always"])]] == [
-        "pretraining sequence length (the paper", "google's create_pretraining_data.py semantics (bertlab.data.reference). Without them"]
+        "pretraining sequence length (the paper", "sequence length of pretraining's first phase",
+        "share of the pretraining steps in the first, short-sequence phase",
+        "google's create_pretraining_data.py semantics (bertlab.data.reference). Without them"]
+    assert "position encoding (rotary: RoFormer's rotated queries and keys, Su et al. 2021; the Hugging Face export " \
+           "is then a RoFormer): `pretrain.positions` = rotary (the paper: absolute)" in lines
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         reference = compose("config", overrides=["profile=paper", "pretrain_data.reference=true"])
     assert not any(x.startswith("google's") for x in deviations(reference, recipe))
