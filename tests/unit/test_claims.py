@@ -160,7 +160,9 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     assert "| MRPC | BERT_BASE | LTR & No NSP | -15.0 [" in md and "**contradicted** |" in md
     assert "| SST-2 | BERT_BASE | No NSP | +0.0 [-" in md and "**unresolved at this scale** |" in md
     assert "| MNLI-m | BERT_BASE | No NSP | — | — | **not measured** (BERT_BASE: no data; No NSP: not run) |" in md
-    assert ("### 6. Larger models reach lower held-out masked-LM perplexity (Table 6): 5 reproduced, 0 contradicted, "
+    assert ("### 6. Pretrained features carry more than a never-trained encoder's: a linear probe on frozen "
+            "last-layer features (ours, not the paper's) (Table 5): not measured (not run)\n\n### 7.") in md
+    assert ("### 7. Larger models reach lower held-out masked-LM perplexity (Table 6): 5 reproduced, 0 contradicted, "
             "0 unresolved at this scale, 9 not measured of 14 pairs") in md
     assert md.count("cover held-out instances only: each encoder has one pretraining run") == 2  # size, unigram
     assert "| LM ppl | BERT_BASE | 0.5 × unigram | 0.044 [0.04" in md

@@ -55,7 +55,9 @@ class Finding:
 
     @property
     def summary(self) -> str:
-        """The one pair's verdict, or the counts of each verdict over the pairs."""
+        """The one pair's verdict, the counts of each verdict over the pairs, or "not measured" with none run."""
+        if not self.pairs:
+            return f"{stats.NOT_MEASURED} (not run)"
         if len(self.pairs) == 1:
             return self.pairs[0].contrast.verdict
         return stats.summarize([p.contrast for p in self.pairs])

@@ -99,11 +99,12 @@ def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]
              VERDICTS.format(level=boot["level"], draws=boot["draws"], r=stats.REPRODUCED, c=stats.CONTRADICTED,
                              u=stats.UNRESOLVED, m=stats.NOT_MEASURED)]
     for i, f in enumerate(findings, 1):
-        lines += ["", f"### {i}. {f.text} ({f.table.replace('table', 'Table ')}): {f.summary}", ""]
+        lines += ["", f"### {i}. {f.text} ({f.table.replace('table', 'Table ')}): {f.summary}"]
         if any(p.column == PPL for p in f.pairs):
-            lines += [PPL_NOTE, ""]
+            lines += ["", PPL_NOTE]
         rows = [_pair_row(p, label) for p in f.pairs]
-        lines += table(["column", "A", "B", "A − B [95% interval]", "items × seeds A/B", "verdict"], rows)
+        if rows:
+            lines += [""] + table(["column", "A", "B", "A − B [95% interval]", "items × seeds A/B", "verdict"], rows)
     return lines
 
 
