@@ -10,8 +10,8 @@ encoder's own key, tokenizer and task data) equals a finished cell's copies its 
 
 Kinds: classification / regression (GLUE: `[CLS] A [SEP] B [SEP]`, a head on the sentence vector, MSE for
 STS-B), span (SQuAD v1.1: windows, start/end logits, best span over the windows), tagging (CoNLL-2003: each
-word's tag on its first sub-token, entity F1 over word-level tags). The pieces: `bertlab.data.datamodule`
-(splits -> batches), `bertlab.finetune_model` (the LightningModule), `bertlab.evaluate` (metrics, items, floors).
+word's tag on its first sub-token, entity F1 over word-level tags). The pieces: `bertlab.training.task_datamodule`
+(splits -> batches), `bertlab.training.finetune_module` (the LightningModule), `bertlab.evaluate` (metrics, items, floors).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from tokenizers import Tokenizer
 
 from bertlab import stage
 from bertlab.configs import RESULT_KEYS, select
-from bertlab.data.datamodule import Lengths, TaskDataModule
+from bertlab.training.task_datamodule import Lengths, TaskDataModule
 from bertlab.data.tasks import Task
 from bertlab.evaluate import items_and_floor
-from bertlab.export import CONFIG, load_plain
-from bertlab.finetune_model import MODES, POOLINGS, FinetuneModule
-from bertlab.heads import FEATURES, feature_signature
-from bertlab.model import BertEncoder
+from bertlab.modeling.export import CONFIG, load_plain
+from bertlab.training.finetune_module import MODES, POOLINGS, FinetuneModule
+from bertlab.modeling.heads import FEATURES, feature_signature
+from bertlab.modeling.model import BertEncoder
 from bertlab.report import tables_of
 
 log = logging.getLogger(__name__)

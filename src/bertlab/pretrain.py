@@ -35,9 +35,9 @@ from bertlab.configs import RESULT_KEYS, select
 from bertlab.data import unigram
 from bertlab.data.instances import load_instances
 from bertlab.data.masking import continuation_table
-from bertlab.export import save_hf, save_plain
-from bertlab.model import BertConfig, flops_per_token
-from bertlab.pretrain_module import EpochEndCheckpoint, PretrainData, PretrainModule, RunRecord
+from bertlab.modeling.export import save_hf, save_plain
+from bertlab.modeling.model import BertConfig, flops_per_token
+from bertlab.training.pretrain_module import EpochEndCheckpoint, PretrainData, PretrainModule, RunRecord
 from bertlab.report import tables_of
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The paper's claims as paired contrasts, on synthetic results whose differences are set by hand
 (tests/unit/report_data.py): a clear win is reproduced, a reversed one contradicted, a tie unresolved, a missing
-side not measured; the intervals are `bertlab.stats.compare`'s on the cells' per-item files."""
+side not measured; the intervals are `bertlab.report.stats.compare`'s on the cells' per-item files."""
 
 import json
 from pathlib import Path
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from bertlab import stats
+from bertlab.report import stats
 from bertlab.report import collect
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.markdown import findings_section

@@ -7,7 +7,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from bertlab.data.datamodule import Lengths, TaskDataModule, subsample
+from bertlab.training.task_datamodule import Lengths, TaskDataModule, subsample
 from bertlab.data.tasks import Task
 from bertlab.evaluate import GlueEvaluator
 from bertlab.stage import CONF_DIR, UserError

@@ -18,9 +18,9 @@ import torch
 
 from bertlab.data.sampler import SeededBatches
 from bertlab.data.tasks import Task
-from bertlab.finetune_model import FinetuneModule
-from bertlab.model import BertConfig, BertEncoder
-from bertlab.pretrain_module import PretrainModule
+from bertlab.training.finetune_module import FinetuneModule
+from bertlab.modeling.model import BertConfig, BertEncoder
+from bertlab.training.pretrain_module import PretrainModule
 from tests.unit.test_finetune import ENV, config, data_dir  # noqa: F401  (data_dir: fine-tuning's fixture)
 from tests.unit.test_pretrain import KILL_AT_STEP, PINNED, RUN, checkpoint, validated_steps
 from tests.unit.test_pretrain import pretrain as pretrain_patched

@@ -17,12 +17,12 @@ from seqeval.metrics.sequence_labeling import get_entities
 from tokenizers import Tokenizer
 
 from bertlab.data.tasks import Task, pad_collate
-from bertlab.export import CONFIG, load_plain, save_plain
+from bertlab.modeling.export import CONFIG, load_plain, save_plain
 from bertlab.finetune import finetune
-from bertlab.finetune_model import FinetuneModule
-from bertlab.heads import FEATURES
+from bertlab.training.finetune_module import FinetuneModule
+from bertlab.modeling.heads import FEATURES
 from bertlab.metrics import glue_metrics
-from bertlab.model import BertConfig, BertForPretraining
+from bertlab.modeling.model import BertConfig, BertForPretraining
 from bertlab.stage import CONF_DIR, UserError, write_json
 from bertlab.tokenizer import train_tokenizer
 

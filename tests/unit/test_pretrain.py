@@ -20,10 +20,10 @@ import torch
 from bertlab.data.instances import InstanceDataset, create_nsp_instances, create_packed_instances
 from bertlab.data.masking import PretrainingCollator
 from bertlab.data.sampler import SeededBatches, TaggedDataset
-from bertlab.export import load_plain
-from bertlab.model import BertConfig, BertForPretraining
+from bertlab.modeling.export import load_plain
+from bertlab.modeling.model import BertConfig, BertForPretraining
 from bertlab.pretrain import resume_from
-from bertlab.pretrain_module import PretrainModule, RunRecord, heldout_losses
+from bertlab.training.pretrain_module import PretrainModule, RunRecord, heldout_losses
 from tests.unit.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 # 12 steps, a checkpoint and a validation every 4, dropout 0.1 (the default): the kill lands between checkpoints.
@@ -36,7 +36,7 @@ PINNED = "1" * 64  # a code hash for a kill and its resume: an edit of the packa
 # cleanup, no flush), and/or a changed code hash.
 SCRIPT = """
 import os, signal, sys
-import bertlab.pretrain, bertlab.pretrain_module as m, bertlab.stage
+import bertlab.pretrain, bertlab.training.pretrain_module as m, bertlab.stage
 kill_at = os.environ.get("KILL_AT")
 if kill_at:
     step = m.PretrainModule.training_step

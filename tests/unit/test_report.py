@@ -13,8 +13,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from bertlab import ablations, stats
-from bertlab.report import cells, collect, tables_of
+from bertlab import ablations
+from bertlab.report import cells, collect, stats, tables_of
 from bertlab.report.collect import Results
 from bertlab.stage import CONF_DIR, UserError
 from tests.unit.report_data import BASE, FINETUNE, LOSS_CSV, MANIFEST, PRETRAIN, SMALL, ft, pre, write_data

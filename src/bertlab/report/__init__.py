@@ -1,7 +1,7 @@
 """The BERT paper's Tables 5, 6 and 7 from our runs, and its claims as paired contrasts with floors.
 
 `tables` (the tables' layout; light: the training stages import `tables_of`), `collect` (reading results and
-per-item files), `cells` (table cells over seeds, with floors), `claims` (declared contrasts via `bertlab.stats`),
+per-item files), `cells` (table cells over seeds, with floors), `claims` (declared contrasts via `bertlab.report.stats`),
 `markdown`, `plots` and `render` (every report file). `spec` is the `ablations` config as a plain dict.
 """
 

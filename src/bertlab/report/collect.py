@@ -25,7 +25,7 @@ class Items:
     """One run's per-item scores and its floor's, on the same n items (a fine-tuning dev set or held-out set)."""
 
     scored_on: str  # what the items are: the dev split, or the held-out format and kind ("nsp masked-token")
-    kind: str  # `bertlab.stats` kind: classification | regression | span | tagging | lm
+    kind: str  # `bertlab.report.stats` kind: classification | regression | span | tagging | lm
     n: int
     model: Columns
     floor: Columns

@@ -32,8 +32,8 @@ from bertlab import stage
 from bertlab.data.masking import derive_seed
 from bertlab.data.tasks import IGNORE_INDEX, Task
 from bertlab.evaluate import Evaluation, Evaluator, finite
-from bertlab.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
-from bertlab.model import BertEncoder
+from bertlab.modeling.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
+from bertlab.modeling.model import BertEncoder
 
 MODES = ("finetune", "feature_based")
 POOLINGS = ("cls", "mean")

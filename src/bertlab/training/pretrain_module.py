@@ -29,7 +29,7 @@ from bertlab import stage
 from bertlab.data.instances import InstanceDataset, Instances
 from bertlab.data.masking import IGNORE_INDEX, PretrainingCollator, derive_seed
 from bertlab.data.sampler import SeededBatches, TaggedDataset
-from bertlab.model import BertConfig, BertForPretraining
+from bertlab.modeling.model import BertConfig, BertForPretraining
 
 DROPOUT_STREAM = 1  # seeds dropout as (seed, DROPOUT_STREAM, batch tag): apart from the masks' (seed, batch tag)
 
