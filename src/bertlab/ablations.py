@@ -19,6 +19,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab import stage
+from bertlab.files import check_writable
 from bertlab.report import collect, render
 from bertlab.report.deviations import deviations
 from bertlab.report.tables import TABLES
@@ -49,7 +50,7 @@ def build(cfg: DictConfig, profile: str) -> render.Report:
     spec = OmegaConf.to_container(cfg.ablations, resolve=True)
     results = collect.collect(Path(cfg.data_dir))
     report_dir = Path(cfg.ablations.report_dir)
-    stage.check_writable(report_dir)
+    check_writable(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".ablations-") as tmp:
         built = render.write(Path(tmp), spec, results, profile=profile, commit=git_commit(),

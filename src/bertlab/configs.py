@@ -20,22 +20,14 @@ from typing import Any
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from bertlab import settings
 from bertlab.data.sources import MIRROR_ENV
-from bertlab.stage import CONF_DIR, UserError, atomic_dir
-
-# The config sections each stage reads that can change its outputs (upstream outputs are DVC deps).
-RESULT_KEYS: dict[str, list[str]] = {
-    "download": ["mirror", "corpus.sources", "download"],
-    "tokenizer": ["corpus", "tokenizer"],
-    "pretrain_data": ["corpus", "pretrain_data"],
-    "pretrain": ["model", "objective", "pretrain", "seed"],
-    "finetune": ["finetune", "task", "seed"],
-    "ablations": ["ablations", "profile_name", "model_scale", "corpus", "tokenizer", "pretrain_data", "objective",
-                  "pretrain", "finetune"],  # the report lists the profile's departures from the paper's recipe
-}
+from bertlab.errors import UserError
+from bertlab.files import atomic_dir
+from bertlab.runs import RESULT_KEYS, select
+from bertlab.stage import CONF_DIR
 
 
 def corpus_preset(name: str) -> str:
@@ -69,12 +61,6 @@ def runs(params: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
 def result_overrides(overrides: list[str]) -> list[str]:
     """`overrides` without the speed-only (`impl`) and logging (`logger`) ones."""
     return [o for o in overrides if not re.match(r"[+~]*(impl|logger)[.=]", o)]
-
-
-def select(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
-    """The resolved values at dotted `keys` of `cfg`."""
-    values = {k: OmegaConf.select(cfg, k) for k in keys}
-    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in values.items()}
 
 
 def write_all(params: dict[str, Any], out: Path) -> int:

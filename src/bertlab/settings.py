@@ -2,7 +2,7 @@
 
 Hydra composes whatever it is given (`pretrain.lr=abc` is a string; `name=..` a path), so each stage, and the
 `configs` stage for every run of the pipeline at once, calls `check` first: a bad setting stops the run with one
-line naming it (`stage.UserError`, exit status 2), and nothing is written or deleted.
+line naming it (`UserError`, exit status 2), and nothing is written or deleted.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab.stage import UserError
+from bertlab.errors import UserError
 
 NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from bertlab.report import stats
-from bertlab.report import collect
+from bertlab.errors import UserError
+from bertlab.report import collect, stats
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.markdown import findings_section
-from bertlab.stage import CONF_DIR, UserError
+from bertlab.stage import CONF_DIR
 from tests.unit.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, write_data
 
 SPEC: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))

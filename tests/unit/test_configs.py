@@ -7,8 +7,10 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from bertlab.configs import RESULT_KEYS, runs, write_all
-from bertlab.stage import CONF_DIR, UserError
+from bertlab.configs import runs, write_all
+from bertlab.errors import UserError
+from bertlab.runs import RESULT_KEYS
+from bertlab.stage import CONF_DIR
 
 PARAMS = {
     "profile": "smoke",
@@ -86,7 +88,7 @@ def test_every_profile_composes(profile: str) -> None:
 
 
 def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
-    from bertlab.stage import UserError
+    from bertlab.errors import UserError
 
     with pytest.raises(UserError, match="pretrain run 'bad'"):
         write_all({**PARAMS, "pretrain": {"bad": ["objective=nonsense"]}}, tmp_path / "configs")

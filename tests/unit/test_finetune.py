@@ -17,14 +17,16 @@ from seqeval.metrics.sequence_labeling import get_entities
 from tokenizers import Tokenizer
 
 from bertlab.data.tasks import Task, pad_collate
-from bertlab.modeling.export import CONFIG, load_plain, save_plain
+from bertlab.errors import UserError
+from bertlab.files import write_json
 from bertlab.finetune import finetune
-from bertlab.training.finetune_module import FinetuneModule
-from bertlab.modeling.heads import FEATURES
 from bertlab.metrics import glue_metrics
+from bertlab.modeling.export import CONFIG, load_plain, save_plain
+from bertlab.modeling.heads import FEATURES
 from bertlab.modeling.model import BertConfig, BertForPretraining
-from bertlab.stage import CONF_DIR, UserError, write_json
+from bertlab.stage import CONF_DIR
 from bertlab.tokenizer import train_tokenizer
+from bertlab.training.finetune_module import FinetuneModule
 
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
          "quebec romeo sierra tango uniform victor whiskey xray yankee").split()

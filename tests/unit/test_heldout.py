@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 
 from bertlab.data.corpus import heldout_split, sample_documents
 from bertlab.data.instances import load_instances
+from bertlab.errors import UserError
 from bertlab.pretrain_data import heldout_sets
-from bertlab.stage import UserError
 from bertlab.tokenizer import training_texts
 from tests.unit.test_stages import prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 

@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bertlab.files import write_json
 from bertlab.report.collect import Results, read_timing
 from bertlab.report.ledger import finetune_rows, ledger_section, pretrain_rows, stage_rows
-from bertlab.stage import process_age, write_json
+from bertlab.stage import process_age
 
 
 def results(timing: dict) -> Results:

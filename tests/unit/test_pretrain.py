@@ -36,7 +36,7 @@ PINNED = "1" * 64  # a code hash for a kill and its resume: an edit of the packa
 # cleanup, no flush), and/or a changed code hash.
 SCRIPT = """
 import os, signal, sys
-import bertlab.pretrain, bertlab.training.pretrain_module as m, bertlab.stage
+import bertlab.pretrain, bertlab.training.pretrain_module as m, bertlab.runs
 kill_at = os.environ.get("KILL_AT")
 if kill_at:
     step = m.PretrainModule.training_step
@@ -46,7 +46,7 @@ if kill_at:
         return step(self, batch, i)
     m.PretrainModule.training_step = training_step
 if os.environ.get("CODE_HASH"):
-    bertlab.stage.code_hash = lambda: os.environ["CODE_HASH"]
+    bertlab.runs.code_hash = lambda: os.environ["CODE_HASH"]
 bertlab.pretrain.run()
 """
 

@@ -14,9 +14,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from bertlab import ablations
+from bertlab.errors import UserError
 from bertlab.report import cells, collect, stats, tables_of
 from bertlab.report.collect import Results
-from bertlab.stage import CONF_DIR, UserError
+from bertlab.stage import CONF_DIR
 from tests.unit.report_data import BASE, FINETUNE, LOSS_CSV, MANIFEST, PRETRAIN, SMALL, ft, pre, write_data
 
 SPEC: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from itertools import combinations, product
 from typing import Any
 
+from bertlab.errors import UserError
 from bertlab.report import stats
 from bertlab.report.cells import PPL, Cell, side_cell
 from bertlab.report.collect import NOT_RUN, Results
 from bertlab.report.tables import SELECTORS, TABLES, row_key, row_label, select, shape_size
-from bertlab.stage import UserError
 
 
 @dataclass(frozen=True)

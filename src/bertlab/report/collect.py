@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from bertlab.stage import UserError, read_json
+from bertlab.errors import UserError
+from bertlab.files import read_json
 
 OK, NO_DATA, NOT_RUN = "ok", "no data", "not run"
 STAGES = ("download", "tokenizer", "pretrain_data", "pretrain", "finetune", "ablations")  # in pipeline order

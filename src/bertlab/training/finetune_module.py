@@ -28,12 +28,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from bertlab import stage
 from bertlab.data.masking import derive_seed
 from bertlab.data.tasks import IGNORE_INDEX, Task
 from bertlab.evaluate import Evaluation, Evaluator, finite
 from bertlab.modeling.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
 from bertlab.modeling.model import BertEncoder
+from bertlab.training.trainer import fused_adamw, warmup_then_decay
 
 MODES = ("finetune", "feature_based")
 POOLINGS = ("cls", "mean")
@@ -174,10 +174,10 @@ class FinetuneModule(pl.LightningModule):
     def build_optimizer(self, total_steps: int) -> dict[str, Any]:
         """AdamW and the per-step schedule: linear warmup over `warmup_ratio` of the steps, then linear decay to 0."""
         opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps,
-                                fused=stage.fused_adamw(self))
+                                fused=fused_adamw(self))
         total = max(1, int(total_steps))
         warmup = min(int(round(self.warmup_ratio * total)), total - 1)
-        return {"optimizer": opt, "lr_scheduler": stage.warmup_then_decay(opt, warmup, total)}
+        return {"optimizer": opt, "lr_scheduler": warmup_then_decay(opt, warmup, total)}
 
     def configure_optimizers(self) -> dict[str, Any]:
         return self.build_optimizer(self.trainer.estimated_stepping_batches)

@@ -25,11 +25,11 @@ import torch.nn.functional as F
 from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
-from bertlab import stage
 from bertlab.data.instances import InstanceDataset, Instances
 from bertlab.data.masking import IGNORE_INDEX, PretrainingCollator, derive_seed
 from bertlab.data.sampler import SeededBatches, TaggedDataset
 from bertlab.modeling.model import BertConfig, BertForPretraining
+from bertlab.training.trainer import fused_adamw, warmup_then_decay
 
 DROPOUT_STREAM = 1  # seeds dropout as (seed, DROPOUT_STREAM, batch tag): apart from the masks' (seed, batch tag)
 
@@ -84,9 +84,9 @@ class PretrainModule(pl.LightningModule):
             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
         ]
         opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
-                                fused=stage.fused_adamw(self))
+                                fused=fused_adamw(self))
         warmup = max(1, min(o["warmup_steps"], o["max_steps"] - 1))
-        return {"optimizer": opt, "lr_scheduler": stage.warmup_then_decay(opt, warmup, o["max_steps"])}
+        return {"optimizer": opt, "lr_scheduler": warmup_then_decay(opt, warmup, o["max_steps"])}
 
 
 def plain_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

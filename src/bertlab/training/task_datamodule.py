@@ -23,8 +23,8 @@ from torch.utils.data import DataLoader
 from bertlab.data.ner import encode_words
 from bertlab.data.squad import encode_squad
 from bertlab.data.tasks import Task, encode_pairs, pad_collate
+from bertlab.errors import UserError
 from bertlab.evaluate import Evaluator, GlueEvaluator, SquadEvaluator, TaggingEvaluator
-from bertlab.stage import UserError
 
 log = logging.getLogger(__name__)
 
