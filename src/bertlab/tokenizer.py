@@ -15,14 +15,12 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from bertlab import stage
 from bertlab.data.corpus import TextColumn, heldout_split, sample_documents
 from bertlab.data.task_text import added_documents
+from bertlab.data.vocab import CLS_ID, CONTINUATION_PREFIX, SEP_ID, SPECIAL_TOKENS
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir, require
 
 log = logging.getLogger(__name__)
 
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, in this order
-PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
-CONTINUATION_PREFIX = "##"
 KINDS = ("wordpiece", "bpe")
 
 

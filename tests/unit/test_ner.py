@@ -6,7 +6,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from bertlab.data.ner import encode_words, word_predictions
-from bertlab.tokenizer import CLS_ID, SEP_ID, train_tokenizer
+from bertlab.data.vocab import CLS_ID, SEP_ID
+from bertlab.tokenizer import train_tokenizer
 
 # Tag ids of conf/task/conll2003.yaml: O=0 B-PER=1 I-PER=2 B-ORG=3 I-ORG=4 B-LOC=5 I-LOC=6 B-MISC=7 I-MISC=8
 WORDS = [

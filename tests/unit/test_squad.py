@@ -7,7 +7,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from bertlab.data.squad import encode_squad, postprocess
-from bertlab.tokenizer import CLS_ID, SEP_ID, train_tokenizer
+from bertlab.data.vocab import CLS_ID, SEP_ID
+from bertlab.tokenizer import train_tokenizer
 
 CONTEXT = "Tourists love it. The Golden Gate Bridge, opened in 1937, spans the strait near San Francisco."
 # One token per word or punctuation mark (checked in `test_context_tokens`):

@@ -10,8 +10,9 @@ from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 
 from bertlab.data.tasks import Task, encode_pairs, pad_collate
+from bertlab.data.vocab import CLS_ID, PAD_ID, SEP_ID
 from bertlab.metrics import entity_f1, glue_metrics, squad_scores
-from bertlab.tokenizer import CLS_ID, PAD_ID, SEP_ID, train_tokenizer
+from bertlab.tokenizer import train_tokenizer
 from tests.conftest import SHARED_DATA
 
 TASK_DIR = Path(__file__).resolve().parents[2] / "conf" / "task"

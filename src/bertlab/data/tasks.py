@@ -11,8 +11,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from bertlab.data.vocab import IGNORE_INDEX
+
 KINDS = ("classification", "regression", "span", "tagging")
-IGNORE_INDEX = -100  # label of positions that carry no loss (padding, special tokens, non-first sub-tokens)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-IGNORE_INDEX = -100
+from bertlab.data.vocab import IGNORE_INDEX
+
 
 
 @dataclass

@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from bertlab.data.masking import derive_seed
-from bertlab.data.tasks import IGNORE_INDEX, Task
+from bertlab.data.tasks import Task
+from bertlab.data.vocab import IGNORE_INDEX
 from bertlab.evaluate import Evaluation, Evaluator, finite
 from bertlab.modeling.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
 from bertlab.modeling.model import BertEncoder

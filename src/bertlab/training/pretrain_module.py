@@ -26,8 +26,9 @@ from lightning.pytorch.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
 from bertlab.data.instances import InstanceDataset, Instances
-from bertlab.data.masking import IGNORE_INDEX, PretrainingCollator, derive_seed
+from bertlab.data.masking import PretrainingCollator, derive_seed
 from bertlab.data.sampler import SeededBatches, TaggedDataset
+from bertlab.data.vocab import IGNORE_INDEX
 from bertlab.modeling.model import BertConfig, BertForPretraining
 from bertlab.training.trainer import fused_adamw, warmup_then_decay
 
