@@ -78,7 +78,7 @@ def log_wandb(cfg: DictConfig, built: render.Report) -> None:
         run.log({**tables, "findings": findings, **images})
 
 
-@stage.main
+@stage.main(own_output=True)  # into ablations.report_dir, checked there
 def run(cfg: DictConfig) -> None:
     built = build(cfg, cfg.profile_name)
     for f in built.findings:

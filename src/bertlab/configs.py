@@ -20,13 +20,14 @@ from typing import Any
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from bertlab import settings
 from bertlab.data.sources import MIRROR_ENV
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir
-from bertlab.runs import RESULT_KEYS, select
+from bertlab.report.tables import tables_of
+from bertlab.runs import RESULT_KEYS, cell_fields, select
 from bertlab.stage import CONF_DIR
 
 
@@ -63,6 +64,15 @@ def result_overrides(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not re.match(r"[+~]*(impl|logger)[.=]", o)]
 
 
+def wandb_tags(stage: str, cfg: DictConfig) -> list[str]:
+    """The ablation tables that use a training run (a pretraining run through any row on its encoder, a fine-tuning
+    run as a cell): its W&B tags, the first its group."""
+    if stage not in ("pretrain", "finetune"):
+        return []
+    run = {"encoder": cfg.name} if stage == "pretrain" else cell_fields(cfg)
+    return tables_of(OmegaConf.to_container(cfg.ablations, resolve=True), run)
+
+
 def write_all(params: dict[str, Any], out: Path) -> int:
     """Compose and write every run's config and key file under `out`; returns the number of runs."""
     count = 0
@@ -77,6 +87,8 @@ def write_all(params: dict[str, Any], out: Path) -> int:
             except UserError as err:
                 raise UserError(f"{stage} run {name!r}: {err}") from err
             full = OmegaConf.to_container(cfg, resolve=True)
+            if "tags" in full["logger"]:
+                full["logger"]["tags"] = wandb_tags(stage, cfg)
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{stage}/{name}"}, "output_subdir": None}
             (tmp / stage).mkdir(exist_ok=True)
             (tmp / stage / f"{name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))

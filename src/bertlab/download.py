@@ -75,7 +75,7 @@ def deviations_for(keys: list[str], known: DictConfig) -> dict[str, str]:
     return {k: known[k] for k in keys if k in known}
 
 
-@main
+@main()
 def run(cfg: DictConfig) -> None:
     out = Path(cfg.data_dir) / "download"
     mirror = cfg.mirror

@@ -7,7 +7,7 @@ class UserError(RuntimeError):
     """Bad input or missing data: reported as one line, exit status 2."""
 
 
-class SourceError(RuntimeError):
+class SourceError(UserError):
     """A dataset split that cannot be loaded; the message is one line meant for the user."""
 
 

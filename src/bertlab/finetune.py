@@ -39,8 +39,7 @@ from bertlab.files import atomic_dir, read_json, remove_tree, require, write_jso
 from bertlab.modeling.export import CONFIG, load_plain
 from bertlab.modeling.heads import FEATURES, feature_signature
 from bertlab.modeling.model import BertEncoder
-from bertlab.report import tables_of
-from bertlab.runs import RESULT_KEYS, copy_twin, find_twin, run_key, select
+from bertlab.runs import RESULT_KEYS, cell_fields, copy_twin, find_twin, run_key, select
 from bertlab.training.finetune_module import MODES, POOLINGS, FinetuneModule
 from bertlab.training.task_datamodule import Lengths, TaskDataModule
 from bertlab.training.trainer import apply_impl, fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
@@ -150,9 +149,9 @@ def build_module(cfg: DictConfig, task: Task, encoder: BertEncoder, causal: bool
     return module
 
 
-def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int, record: dict[str, Any]) -> pl.Trainer:
+def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int) -> pl.Trainer:
     """Lightning's trainer with the loggers writing into `work_dir` (the run's files until it completes)."""
-    loggers = make_loggers(cfg, "finetune", work_dir, tables_of(OmegaConf.to_container(cfg.ablations), record))
+    loggers = make_loggers(cfg, "finetune", work_dir)
     return pl.Trainer(
         max_epochs=cfg.finetune.epochs, **trainer_devices(cfg.impl), gradient_clip_val=cfg.finetune.grad_clip,
         logger=loggers, log_every_n_steps=min(10, steps_per_epoch),
@@ -164,14 +163,9 @@ def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int, record: 
 def finetune(cfg: DictConfig) -> Result:
     """Run the stage on `cfg` (the composed Hydra config); writes `data/finetune/<name>/` and returns its record."""
     task = check_config(cfg)
-    ft, data_dir = cfg.finetune, Path(cfg.data_dir)
+    data_dir = Path(cfg.data_dir)
     out_dir = data_dir / "finetune" / cfg.name
-    feature_based = ft.mode == "feature_based"
-    record: dict[str, Any] = {
-        "name": cfg.name, "encoder": ft.encoder, "task": task.name, "seed": cfg.seed, "mode": ft.mode,
-        "features": ft.features if feature_based else None, "bilstm": bool(ft.bilstm or feature_based),
-        "headline_metric": task.metric,
-    }
+    record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
     reason = missing_data_reason(data_dir, task.name)
     if reason is not None:
         return no_data(out_dir, record, reason)
@@ -212,7 +206,7 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     work_dir = work_root / cfg.name
     if rank_zero_only.rank == 0:  # DDP re-runs this script in every rank: only the first one cleans up
         remove_tree(work_dir, work_root)
-    trainer = make_trainer(cfg, work_dir, max(1, math.ceil(len(data.train_rows) / ft.batch_size)), record)
+    trainer = make_trainer(cfg, work_dir, max(1, math.ceil(len(data.train_rows) / ft.batch_size)))
     # finetune.batch_size is the global batch: each process loads its share (Lightning's distributed sampler)
     data.batch_size = fit_global_batch(trainer, ft.batch_size, cfg.impl.max_device_batch, "finetune.batch_size")
     data.pin_memory = on_cuda(trainer)
@@ -251,7 +245,7 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     return Result(record, module, items)
 
 
-@stage.main
+@stage.main(named_runs=True)
 def run(cfg: DictConfig) -> None:
     finetune(cfg)
 

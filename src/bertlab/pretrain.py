@@ -38,7 +38,6 @@ from bertlab.errors import UserError
 from bertlab.files import atomic_dir, remove_tree, require, write_json
 from bertlab.modeling.export import save_hf, save_plain
 from bertlab.modeling.model import BertConfig, flops_per_token
-from bertlab.report import tables_of
 from bertlab.training.pretrain_module import EpochEndCheckpoint, PretrainData, PretrainModule, RunRecord
 from bertlab.training.trainer import apply_impl, fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
 
@@ -100,7 +99,7 @@ def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
             "floor": {"name": unigram.FLOOR_NAME, **columns(*floor)}}
 
 
-@stage.main
+@stage.main(named_runs=True)
 def run(cfg: DictConfig) -> None:
     data_dir = Path(cfg.data_dir)
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
@@ -141,8 +140,7 @@ def run(cfg: DictConfig) -> None:
     resume = resume_from(ckpt_dir, key, p.max_steps) if p.max_steps > 0 else None
     if resume:
         log.info("resuming from %s", resume)
-    loggers = make_loggers(cfg, "pretrain", ckpt_dir, tables_of(OmegaConf.to_container(cfg.ablations),
-                                                                  {"encoder": cfg.name}))
+    loggers = make_loggers(cfg, "pretrain", ckpt_dir)
     record = RunRecord(key, loggers[0])
     trainer = pl.Trainer(
         max_steps=p.max_steps, max_epochs=-1,

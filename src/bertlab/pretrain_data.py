@@ -114,7 +114,7 @@ def nsp_stats(inst: Instances) -> dict[str, float]:
     }
 
 
-@stage.main
+@stage.main()
 def run(cfg: DictConfig) -> None:
     data_dir = Path(cfg.data_dir)
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")

@@ -35,6 +35,14 @@ def select(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
     return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in values.items()}
 
 
+def cell_fields(cfg: DictConfig) -> dict[str, Any]:
+    """What a fine-tuning cell is, as its metrics.json records it and the report's table rows select it."""
+    ft = cfg.finetune
+    frozen = ft.mode == "feature_based"
+    return {"encoder": ft.encoder, "task": cfg.task.name, "mode": ft.mode, "features": ft.features if frozen else None,
+            "bilstm": bool(ft.bilstm or frozen)}
+
+
 def code_hash() -> str:
     """sha256 of the bertlab package's source files (their paths and contents)."""
     root = Path(__file__).resolve().parent

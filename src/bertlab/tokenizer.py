@@ -100,7 +100,7 @@ def training_texts(cfg: DictConfig, texts: Sequence[str]) -> Iterator[str]:
     return itertools.chain(training, added)
 
 
-@stage.main
+@stage.main()
 def run(cfg: DictConfig) -> None:
     t = cfg.tokenizer
     if t.kind not in KINDS:

@@ -101,13 +101,15 @@ def warmup_then_decay(opt: torch.optim.Optimizer, warmup: int, total: int) -> di
     return {"scheduler": sched, "interval": "step"}
 
 
-def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path, tables: list[str]) -> list:
+def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path) -> list:
     """Lightning loggers: always a CSVLogger into `save_dir` (the report reads it) plus the chosen one. A W&B run is
-    grouped by the first of the ablation `tables` that use it (else by `job_type`) and tagged with all of them."""
+    tagged with `logger.tags` (the ablation tables that use it, which the `configs` stage writes into each run's
+    config) and grouped by the first (else by `job_type`)."""
     from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
     loggers: list = [CSVLogger(save_dir=str(save_dir), name="", version="")]
     if cfg.logger.kind == "wandb":
+        tables = list(cfg.logger.tags)
         Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
         loggers.append(
             WandbLogger(
