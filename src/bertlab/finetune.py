@@ -8,10 +8,9 @@ statistics) and the training curve `metrics.csv`. A task whose data could not be
 `"status": "no data"` record instead, and the stage still succeeds. A cell whose run key (code, settings, the
 encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs (`impl.reuse_twins`).
 
-Kinds: classification / regression (GLUE: `[CLS] A [SEP] B [SEP]`, a head on the sentence vector, MSE for
-STS-B), span (SQuAD v1.1: windows, start/end logits, best span over the windows), tagging (CoNLL-2003: each
-word's tag on its first sub-token, entity F1 over word-level tags). The pieces: `bertlab.training.task_datamodule`
-(splits -> batches), `bertlab.training.finetune_module` (the LightningModule), `bertlab.evaluate` (metrics, items, floors).
+The pieces, in `bertlab.training`: `kinds` (what each task kind encodes, predicts and is scored by),
+`task_datamodule` (splits -> batches), `finetune_module` (the LightningModule); `bertlab.evaluate` (metrics, items,
+floors).
 """
 
 from __future__ import annotations
@@ -37,11 +36,12 @@ from bertlab.errors import UserError
 from bertlab.evaluate import items_and_floor
 from bertlab.files import atomic_dir, read_json, remove_tree, require, write_json
 from bertlab.modeling.export import CONFIG, load_plain
-from bertlab.modeling.heads import FEATURES, feature_signature
+from bertlab.modeling.heads import feature_signature
 from bertlab.modeling.model import BertEncoder
 from bertlab.runs import RESULT_KEYS, cell_fields, copy_twin, find_twin, run_key, select
-from bertlab.training.finetune_module import MODES, POOLINGS, FinetuneModule
-from bertlab.training.task_datamodule import Lengths, TaskDataModule
+from bertlab.training.finetune_module import FinetuneModule
+from bertlab.training.kinds import KINDS, Lengths
+from bertlab.training.task_datamodule import TaskDataModule
 from bertlab.training.trainer import apply_impl, fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
 
 log = logging.getLogger(__name__)
@@ -54,14 +54,8 @@ class Result:
     items: dict[str, Any] | None = None  # what items.json holds
 
 
-def check_config(cfg: DictConfig) -> Task:
-    ft = cfg.finetune
-    if ft.mode not in MODES:
-        raise UserError(f"finetune.mode={ft.mode!r}: expected one of {', '.join(MODES)}")
-    if ft.pooling not in POOLINGS:
-        raise UserError(f"finetune.pooling={ft.pooling!r}: expected one of {', '.join(POOLINGS)}")
-    if ft.features not in FEATURES:
-        raise UserError(f"finetune.features={ft.features!r}: expected one of {', '.join(FEATURES)}")
+def task_of(cfg: DictConfig) -> Task:
+    """The task `cfg.task` defines (its choice settings were checked at the door, `bertlab.settings`)."""
     try:
         return Task(**OmegaConf.to_container(cfg.task, resolve=True))
     except (TypeError, ValueError) as err:
@@ -121,7 +115,7 @@ def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
 
 def task_data(cfg: DictConfig, task: Task, tokenizer: Tokenizer, positions: int) -> TaskDataModule:
     """The task's splits, encoded within the encoder's `positions` (SQuAD with its own lengths and sizes)."""
-    ft, span = cfg.finetune, task.kind == "span"
+    ft, span = cfg.finetune, KINDS[task.kind].windows
     lengths = Lengths.capped(ft.squad_max_seq_length if span else ft.max_seq_length, ft.doc_stride,
                              ft.max_query_length, positions)
     data = TaskDataModule(
@@ -162,7 +156,7 @@ def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int) -> pl.Tr
 
 def finetune(cfg: DictConfig) -> Result:
     """Run the stage on `cfg` (the composed Hydra config); writes `data/finetune/<name>/` and returns its record."""
-    task = check_config(cfg)
+    task = task_of(cfg)
     data_dir = Path(cfg.data_dir)
     out_dir = data_dir / "finetune" / cfg.name
     record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
@@ -231,7 +225,7 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
         "steps": trainer.global_step,
         "lengths": {"max_seq_length": lengths.max_seq_length, **(
             {"doc_stride": lengths.doc_stride, "max_query_length": lengths.max_query_length}
-            if task.kind == "span" else {})},
+            if KINDS[task.kind].windows else {})},
     }
     if trainer.is_global_zero:
         with atomic_dir(out_dir) as tmp:

@@ -2,7 +2,8 @@
 
 Hydra composes whatever it is given (`pretrain.lr=abc` is a string; `name=..` a path), so each stage, and the
 `configs` stage for every run of the pipeline at once, calls `check` first: a bad setting stops the run with one
-line naming it (`UserError`, exit status 2), and nothing is written or deleted.
+line naming it (`UserError`, exit status 2), and nothing is written or deleted: numbers by type and range
+(`SETTINGS`), choices by name (`CHOICES`), and the settings that must agree.
 """
 
 from __future__ import annotations
@@ -92,6 +93,17 @@ SETTINGS: dict[str, Number] = {
 }
 
 
+# Every setting that names one of a few choices, and its choices (the code's tables are keyed by these names).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "tokenizer.kind": ("wordpiece", "bpe"),
+    "objective.name": ("mlm_nsp", "mlm", "ltr"), "objective.data": ("nsp", "packed"),
+    "task.kind": ("classification", "regression", "span", "tagging"),
+    "finetune.mode": ("finetune", "feature_based"), "finetune.pooling": ("cls", "mean"),
+    "finetune.features": ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "sum_all"),
+    "logger.kind": ("wandb", "csv", "none"),
+}
+
+
 def check_name(name: Any) -> str:
     """`name` if it is a single safe path component (it names output directories that reruns replace)."""
     if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
@@ -114,6 +126,9 @@ def check(cfg: DictConfig) -> None:
             raise UserError(f"{key}: expected a single value, got {OmegaConf.to_yaml(value).strip()!r}")
         if why := rule.problem(value):
             raise UserError(f"{key}={value!r}: {why}")
+    for key, choices in CHOICES.items():
+        if _has(cfg, key) and (value := OmegaConf.select(cfg, key)) not in choices:
+            raise UserError(f"{key}={value!r}: expected one of {', '.join(choices)}")
     if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not OmegaConf.select(cfg, "objective.causal"):
         raise UserError("objective.mlm_probability=0: a masked-LM objective needs a masking rate > 0")
     heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")

@@ -21,8 +21,6 @@ from bertlab.files import atomic_dir, require
 
 log = logging.getLogger(__name__)
 
-KINDS = ("wordpiece", "bpe")
-
 
 def new_tokenizer(kind: str, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
     """An untrained BERT-style tokenizer of `kind` ('wordpiece' or 'bpe') and its trainer (vocab size set later).
@@ -103,8 +101,6 @@ def training_texts(cfg: DictConfig, texts: Sequence[str]) -> Iterator[str]:
 @stage.main()
 def run(cfg: DictConfig) -> None:
     t = cfg.tokenizer
-    if t.kind not in KINDS:
-        raise UserError(f"tokenizer.kind={t.kind!r}: expected one of {', '.join(KINDS)}")
     corpus = datasets.load_from_disk(str(require(Path(cfg.data_dir) / "download" / "corpus", "download")))
     tok = train_tokenizer(training_texts(cfg, TextColumn(corpus)), kind=t.kind, vocab_size=t.vocab_size,
                           lowercase=t.lowercase, min_frequency=t.min_frequency)

@@ -12,7 +12,8 @@ from bertlab.errors import UserError
 from bertlab.evaluate import GlueEvaluator
 from bertlab.stage import CONF_DIR
 from bertlab.tokenizer import train_tokenizer
-from bertlab.training.task_datamodule import Lengths, TaskDataModule, subsample
+from bertlab.training.kinds import Lengths
+from bertlab.training.task_datamodule import TaskDataModule, subsample
 
 SST2 = Task(name="sst2", kind="classification", hub_id="x", config="x", text_columns=("sentence",),
             label_column="label", num_labels=2, train_split="train", eval_splits=("validation",), metric="accuracy")

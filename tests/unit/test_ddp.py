@@ -221,7 +221,7 @@ def test_finetuning_trains_exactly_the_parameters_in_its_loss(kind: str, mode: s
                             features="sum_all")
     module.train()
     b = batch(kind)
-    module.loss(module(b), b).backward()
+    module.kind.loss(module(b), b).backward()
     assert untouched(module) == []
     trained = {n.split(".")[0] for n, p in module.named_parameters() if p.requires_grad}
     if mode == "feature_based":

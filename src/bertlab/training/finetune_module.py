@@ -25,19 +25,17 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from bertlab.data.masking import derive_seed
 from bertlab.data.tasks import Task
-from bertlab.data.vocab import IGNORE_INDEX
 from bertlab.evaluate import Evaluation, Evaluator, finite
-from bertlab.modeling.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
+from bertlab.modeling.heads import BiLSTM, LayerFeatures, init_head
 from bertlab.modeling.model import BertEncoder
+from bertlab.settings import CHOICES
+from bertlab.training.kinds import KINDS
 from bertlab.training.trainer import fused_adamw, warmup_then_decay
 
-MODES = ("finetune", "feature_based")
-POOLINGS = ("cls", "mean")
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
@@ -58,10 +56,9 @@ class FinetuneModule(pl.LightningModule):
         warmup_ratio: float = 0.1, weight_decay: float = 0.01, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-6,
     ) -> None:
         super().__init__()
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-        if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}")
+        for setting, value in (("mode", mode), ("pooling", pooling)):
+            if value not in (choices := CHOICES[f"finetune.{setting}"]):
+                raise ValueError(f"unknown {setting} {value!r}; expected one of {', '.join(choices)}")
         self.task, self.causal, self.frozen, self.pooling = task, causal, mode == "feature_based", pooling
         self.lr, self.head_lr = lr, lr if head_lr is None else head_lr
         self.warmup_ratio, self.weight_decay, self.betas, self.eps = warmup_ratio, weight_decay, tuple(betas), eps
@@ -78,8 +75,9 @@ class FinetuneModule(pl.LightningModule):
         if bilstm or self.frozen:
             self.bilstm = BiLSTM(size, bilstm_hidden or c.hidden_size, bilstm_layers, dropout=head_dropout)
             size = self.bilstm.output_size
-        self.head = SpanHead(size) if task.kind == "span" else LinearHead(size, task.num_labels, head_dropout)
-        if self.bilstm is not None or task.kind in ("span", "tagging"):  # nothing reads the pooler: frozen, so
+        self.kind = KINDS[task.kind]
+        self.head = self.kind.head(size, task.num_labels, head_dropout)
+        if self.bilstm is not None or not self.kind.sentence:  # nothing reads the pooler: frozen, so
             encoder.pooler.requires_grad_(False)  # every trained parameter is in the loss (plain DDP works)
         init_head(self.head, c.initializer_range)
         self.evaluators: list[Evaluator] = []
@@ -126,25 +124,9 @@ class FinetuneModule(pl.LightningModule):
         sentence = None
         if self.bilstm is not None:
             tokens, sentence = self.bilstm(tokens, mask)
-        if self.task.kind == "span":
-            return self.head(tokens, mask)
-        if self.task.kind == "tagging":
-            return self.head(tokens)
-        logits = self.head(sentence if sentence is not None else self.sentence_vector(tokens, out, mask))
-        return logits.squeeze(-1) if self.task.kind == "regression" else logits
-
-    def loss(self, logits: Any, batch: dict[str, Tensor]) -> Tensor:
-        kind = self.task.kind
-        if kind == "classification":
-            return F.cross_entropy(logits, batch["label"])
-        if kind == "regression":
-            return F.mse_loss(logits, batch["label"].float())
-        if kind == "span":
-            start, end = logits
-            return (F.cross_entropy(start, batch["start_positions"]) + F.cross_entropy(end, batch["end_positions"])) / 2
-        labels = batch["label_ids"]  # the mean over labelled tokens (0 when there are none), without a host sync
-        total = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
-        return total / (labels != IGNORE_INDEX).sum().clamp(min=1)
+        if self.kind.sentence:
+            tokens = sentence if sentence is not None else self.sentence_vector(tokens, out, mask)
+        return self.kind.logits(self.head, tokens, mask)
 
     # -- training -----------------------------------------------------------------------------------------------
 
@@ -155,7 +137,7 @@ class FinetuneModule(pl.LightningModule):
             torch.manual_seed(derive_seed(torch.initial_seed(), self.trainer.global_rank))
 
     def training_step(self, batch: dict[str, Tensor], _: int) -> Tensor:
-        loss = self.loss(self(batch), batch)
+        loss = self.kind.loss(self(batch), batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["input_ids"].shape[0])
         return loss
 
@@ -189,18 +171,7 @@ class FinetuneModule(pl.LightningModule):
         self._outputs = defaultdict(list)
 
     def validation_step(self, batch: dict[str, Tensor], _: int, dataloader_idx: int = 0) -> None:
-        logits = self(batch)
-        lengths = batch["attention_mask"].sum(1).tolist()
-        kind = self.task.kind
-        if kind == "classification":
-            rows: list = logits.argmax(-1).tolist()
-        elif kind == "regression":
-            rows = logits.float().tolist()
-        elif kind == "span":
-            start, end = (x.float().cpu().numpy() for x in logits)
-            rows = [(s[:n], e[:n]) for s, e, n in zip(start, end, lengths)]
-        else:
-            rows = [p[:n] for p, n in zip(logits.argmax(-1).tolist(), lengths)]
+        rows = self.kind.predictions(self(batch), batch["attention_mask"].sum(1).tolist())
         self._outputs[dataloader_idx].extend(zip(batch["index"].tolist(), rows))
 
     def on_validation_epoch_end(self) -> None:

@@ -1,16 +1,13 @@
 """A fine-tuning task's splits as a `LightningDataModule`: rows of model inputs and targets, padded batches, and
 the evaluator of each eval split (which scores predictions on its rows and knows the split's floor).
 
-Rows hold `input_ids`, `token_type_ids`, the kind's targets (`label`; `start_positions` and `end_positions`;
-`label_ids`) and `index`, the row's position in its split, which evaluation uses to put predictions back in order.
-Large splits are subsampled by `subsample_seed` alone, so every encoder and seed sees the same examples.
+Each split is encoded by the task's kind (`bertlab.training.kinds`); a row's `index`, its position in its split, puts
+predictions back in order. Large splits are subsampled by `subsample_seed` alone, so every encoder and seed sees the same examples.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,30 +17,10 @@ import numpy as np
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-from bertlab.data.ner import encode_words
-from bertlab.data.squad import encode_squad
-from bertlab.data.tasks import Task, encode_pairs, pad_collate
+from bertlab.data.tasks import Task, pad_collate
 from bertlab.errors import UserError
-from bertlab.evaluate import Evaluator, GlueEvaluator, SquadEvaluator, TaggingEvaluator
-
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class Lengths:
-    """Sequence settings in effect (capped by the encoder's position embeddings)."""
-
-    max_seq_length: int
-    doc_stride: int = 128
-    max_query_length: int = 64
-
-    @classmethod
-    def capped(cls, max_seq_length: int, doc_stride: int, max_query_length: int, positions: int) -> Lengths:
-        """The wanted lengths within `positions`; the SQuAD stride and question length at most half a window."""
-        max_len = min(int(max_seq_length), positions)
-        if max_len < max_seq_length:
-            log.warning("max_seq_length %d > the encoder's %d positions: using %d", max_seq_length, positions, max_len)
-        return cls(max_len, min(int(doc_stride), max_len // 2), min(int(max_query_length), (max_len - 3) // 2))
+from bertlab.evaluate import Evaluator
+from bertlab.training.kinds import KINDS, Encoding, Lengths
 
 
 def subsample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Dataset:
@@ -52,62 +29,6 @@ def subsample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Datase
         return ds
     picked = np.sort(np.random.default_rng(seed).permutation(len(ds))[:n])
     return ds.select(picked.tolist(), keep_in_memory=True)
-
-
-def prepare_split(
-    task: Task, ds: datasets.Dataset, tokenizer: Tokenizer, lengths: Lengths, split: str, train: bool,
-    n_best_size: int = 20, max_answer_length: int = 30, train_labels: list | None = None,
-) -> tuple[list[dict[str, Any]], Evaluator | None]:
-    """Model rows of one split (with targets when `train`) and the evaluator of predictions on them (SQuAD's
-    training windows have none: their targets are token positions, not answers). `train_labels` (GLUE) are
-    the labels the model trains on, which set the floor."""
-    cols = task.text_columns
-    if task.kind in ("classification", "regression"):
-        enc = encode_pairs(tokenizer, ds[cols[0]], ds[cols[1]] if len(cols) > 1 else None, lengths.max_seq_length)
-        labels = [float(y) if task.kind == "regression" else int(y) for y in ds[task.label_column]]
-        rows = [
-            {"input_ids": ids, "token_type_ids": types, "label": y, "index": i}
-            for i, (ids, types, y) in enumerate(zip(enc["input_ids"], enc["token_type_ids"], labels))
-        ]
-        return rows, GlueEvaluator(split, len(rows), task=task.name, kind=task.kind, labels=labels,
-                                   train_labels=list(train_labels or []))
-
-    if task.kind == "span":
-        questions, contexts = list(ds[cols[0]]), list(ds[cols[1]])
-        answers = list(ds[task.label_column])
-        settings = dict(max_length=lengths.max_seq_length, doc_stride=lengths.doc_stride,
-                        max_query_length=lengths.max_query_length)
-        if train:  # first reference answer, as run_squad.py; unanswerable rows (none in v1.1) are skipped
-            keep = [i for i, a in enumerate(answers) if a["text"]]
-            feats = encode_squad(
-                tokenizer, [questions[i] for i in keep], [contexts[i] for i in keep],
-                [answers[i]["answer_start"][0] for i in keep], [answers[i]["text"][0] for i in keep], **settings,
-            )
-            rows = [
-                {"input_ids": ids, "token_type_ids": types, "start_positions": s, "end_positions": e, "index": i}
-                for i, (ids, types, s, e) in enumerate(zip(
-                    feats["input_ids"], feats["token_type_ids"], feats["start_positions"], feats["end_positions"]))
-            ]
-            return rows, None
-        feats = encode_squad(tokenizer, questions, contexts, **settings)
-        rows = [
-            {"input_ids": ids, "token_type_ids": types, "index": i}
-            for i, (ids, types) in enumerate(zip(feats["input_ids"], feats["token_type_ids"]))
-        ]
-        refs = [list(a["text"]) for a in answers]
-        return rows, SquadEvaluator(split, len(rows), features=feats, contexts=contexts, answers=refs,
-                                    n_best_size=n_best_size, max_answer_length=max_answer_length)
-
-    # tagging
-    words, tags = [list(w) for w in ds[cols[0]]], [list(t) for t in ds[task.label_column]]
-    enc = encode_words(tokenizer, words, tags, lengths.max_seq_length)
-    rows = [
-        {"input_ids": ids, "token_type_ids": types, "label_ids": labels, "index": i}
-        for i, (ids, types, labels) in enumerate(zip(enc["input_ids"], enc["token_type_ids"], enc["label_ids"]))
-    ]
-    names = task.label_names or tuple(str(i) for i in range(task.num_labels))
-    gold = [[names[t] for t in sentence] for sentence in tags]
-    return rows, TaggingEvaluator(split, len(rows), word_ids=enc["word_ids"], gold=gold, label_names=names)
 
 
 class TaskDataModule(pl.LightningDataModule):
@@ -150,13 +71,12 @@ class TaskDataModule(pl.LightningDataModule):
             raise UserError(f"task {task.name!r}: the downloaded data lacks the split(s) {', '.join(absent)}")
         train_ds = subsample(dd[task.train_split], self.max_train_examples, self.subsample_seed)
         self.train_examples = len(train_ds)
-        self.train_rows, _ = prepare_split(task, train_ds, self.tokenizer, self.lengths, task.train_split, train=True)
-        train_labels = [row["label"] for row in self.train_rows if "label" in row]
+        kind, how = KINDS[task.kind], Encoding(self.tokenizer, self.lengths, self.n_best_size, self.max_answer_length)
+        self.train_rows, _ = kind.encode(task, train_ds, task.train_split, True, how)
+        how.train_labels = [row["label"] for row in self.train_rows if "label" in row]
         for split in task.eval_splits:
             ds = subsample(dd[split], self.max_eval_examples, self.subsample_seed)
-            rows, evaluator = prepare_split(task, ds, self.tokenizer, self.lengths, split, train=False,
-                                            n_best_size=self.n_best_size, max_answer_length=self.max_answer_length,
-                                            train_labels=train_labels)
+            rows, evaluator = kind.encode(task, ds, split, False, how)
             self.eval_rows.append(rows)
             self.evaluators.append(evaluator)
             self.eval_examples[split] = len(ds)
