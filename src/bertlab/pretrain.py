@@ -38,7 +38,9 @@ from bertlab.errors import UserError
 from bertlab.files import atomic_dir, remove_tree, require, write_json
 from bertlab.modeling.export import save_hf, save_plain
 from bertlab.modeling.model import BertConfig, flops_per_token
-from bertlab.training.pretrain_module import EpochEndCheckpoint, PretrainData, PretrainModule, RunRecord
+from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord
+from bertlab.training.pretrain_datamodule import PretrainData
+from bertlab.training.pretrain_module import PretrainModule
 from bertlab.training.trainer import apply_impl, fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
 
 log = logging.getLogger(__name__)

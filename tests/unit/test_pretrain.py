@@ -23,7 +23,8 @@ from bertlab.data.sampler import SeededBatches, TaggedDataset
 from bertlab.modeling.export import load_plain
 from bertlab.modeling.model import BertConfig, BertForPretraining
 from bertlab.pretrain import resume_from
-from bertlab.training.pretrain_module import PretrainModule, RunRecord, heldout_losses
+from bertlab.training.callbacks import RunRecord
+from bertlab.training.pretrain_module import PretrainModule, heldout_losses
 from tests.unit.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 # 12 steps, a checkpoint and a validation every 4, dropout 0.1 (the default): the kill lands between checkpoints.
