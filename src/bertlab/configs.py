@@ -27,7 +27,7 @@ from bertlab.data.sources import MIRROR_ENV
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir
 from bertlab.report.tables import tables_of
-from bertlab.runs import RESULT_KEYS, cell_fields, select
+from bertlab.runs import RESULT_KEYS, cell_fields, values_at
 from bertlab.stage import CONF_DIR
 
 
@@ -92,7 +92,7 @@ def write_all(params: dict[str, Any], out: Path) -> int:
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{stage}/{name}"}, "output_subdir": None}
             (tmp / stage).mkdir(exist_ok=True)
             (tmp / stage / f"{name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
-            key = {"overrides": result_overrides(overrides), **select(cfg, RESULT_KEYS[stage])}
+            key = {"overrides": result_overrides(overrides), **values_at(cfg, RESULT_KEYS[stage])}
             (tmp / stage / f"{name}.key.yaml").write_text(yaml.safe_dump(key, sort_keys=True))
             count += 1
     return count

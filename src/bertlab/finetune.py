@@ -38,7 +38,7 @@ from bertlab.files import atomic_dir, read_json, remove_tree, require, write_jso
 from bertlab.modeling.export import CONFIG, load_plain
 from bertlab.modeling.heads import feature_signature
 from bertlab.modeling.model import BertEncoder
-from bertlab.runs import RESULT_KEYS, cell_fields, copy_twin, find_twin, run_key, select
+from bertlab.runs import RESULT_KEYS, cell_fields, copy_twin, find_twin, run_key, values_at
 from bertlab.training.finetune_module import FinetuneModule
 from bertlab.training.kinds import KINDS, Lengths
 from bertlab.training.task_datamodule import TaskDataModule
@@ -104,7 +104,7 @@ def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
     encoder = read_json(metrics).get("run_key") if metrics.exists() else None
     if encoder is None:
         return None
-    settings = select(cfg, RESULT_KEYS["finetune"])
+    settings = values_at(cfg, RESULT_KEYS["finetune"])
     settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
     num_layers = read_json(metrics.parent / CONFIG)["num_layers"]
     settings["finetune"]["features"] = (feature_signature(ft.features, num_layers)

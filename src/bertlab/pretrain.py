@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 def run_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:
     """sha256 of all that changes a run's result: the code, the results-affecting settings (with the held-out masks'
     seed) and the input files (directories: every file in them)."""
-    return runs.run_key(runs.select(cfg, [*runs.RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
+    return runs.run_key(runs.values_at(cfg, [*runs.RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
 
 
 def resume_from(ckpt_dir: Path, key: str, max_steps: int) -> Path | None:

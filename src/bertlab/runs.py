@@ -29,7 +29,7 @@ RESULT_KEYS: dict[str, list[str]] = {
 }
 
 
-def select(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
+def values_at(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
     """The resolved values at dotted `keys` of `cfg`."""
     values = {k: OmegaConf.select(cfg, k) for k in keys}
     return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in values.items()}

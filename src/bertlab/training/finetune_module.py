@@ -29,12 +29,13 @@ from torch import Tensor
 
 from bertlab.data.masking import derive_seed
 from bertlab.data.tasks import Task
-from bertlab.evaluate import Evaluation, Evaluator, finite
+from bertlab.evaluate import Evaluation, Evaluator
+from bertlab.files import finite
 from bertlab.modeling.heads import BiLSTM, LayerFeatures, init_head
 from bertlab.modeling.model import BertEncoder
 from bertlab.settings import CHOICES
 from bertlab.training.kinds import KINDS
-from bertlab.training.trainer import fused_adamw, warmup_then_decay
+from bertlab.training.trainer import adamw, decay_groups
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
@@ -142,25 +143,18 @@ class FinetuneModule(pl.LightningModule):
         return loss
 
     def param_groups(self) -> list[dict[str, Any]]:
-        """AdamW groups: encoder at `lr`, new parameters at `head_lr`; no weight decay on 1-d tensors (biases,
-        LayerNorm, scalar-mix weights). A frozen encoder contributes nothing."""
+        """AdamW groups (`decay_groups`): encoder at `lr`, new parameters at `head_lr`. A frozen encoder contributes
+        nothing."""
         encoder = [p for p in self.encoder.parameters() if p.requires_grad]
         new = [p for n, p in self.named_parameters() if not n.startswith("encoder.") and p.requires_grad]
-        groups = []
-        for name, params, lr in (("encoder", encoder, self.lr), ("head", new, self.head_lr)):
-            for suffix, chosen, decay in (("", [p for p in params if p.ndim >= 2], self.weight_decay),
-                                          ("_no_decay", [p for p in params if p.ndim < 2], 0.0)):
-                if chosen:
-                    groups.append({"name": name + suffix, "params": chosen, "lr": lr, "weight_decay": decay})
-        return groups
+        return [*decay_groups(encoder, self.weight_decay, "encoder", lr=self.lr),
+                *decay_groups(new, self.weight_decay, "head", lr=self.head_lr)]
 
     def build_optimizer(self, total_steps: int) -> dict[str, Any]:
         """AdamW and the per-step schedule: linear warmup over `warmup_ratio` of the steps, then linear decay to 0."""
-        opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps,
-                                fused=fused_adamw(self))
         total = max(1, int(total_steps))
         warmup = min(int(round(self.warmup_ratio * total)), total - 1)
-        return {"optimizer": opt, "lr_scheduler": warmup_then_decay(opt, warmup, total)}
+        return adamw(self, self.param_groups(), self.lr, self.betas, self.eps, warmup, total)
 
     def configure_optimizers(self) -> dict[str, Any]:
         return self.build_optimizer(self.trainer.estimated_stepping_batches)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from bertlab.data.masking import derive_seed
 from bertlab.data.vocab import IGNORE_INDEX
 from bertlab.modeling.model import BertConfig, BertForPretraining
-from bertlab.training.trainer import fused_adamw, warmup_then_decay
+from bertlab.training.trainer import adamw, decay_groups
 
 DROPOUT_STREAM = 1  # seeds dropout as (seed, DROPOUT_STREAM, batch tag): apart from the masks' (seed, batch tag)
 
@@ -72,15 +72,9 @@ class PretrainModule(pl.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         o = self.hparams.optim
-        params = [p for p in self.parameters() if p.requires_grad]
-        groups = [  # no weight decay on biases and LayerNorm (the 1-d parameters)
-            {"params": [p for p in params if p.ndim >= 2], "weight_decay": o["weight_decay"]},
-            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-        ]
-        opt = torch.optim.AdamW(groups, lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
-                                fused=fused_adamw(self))
+        groups = decay_groups((p for p in self.parameters() if p.requires_grad), o["weight_decay"])
         warmup = max(1, min(o["warmup_steps"], o["max_steps"] - 1))
-        return {"optimizer": opt, "lr_scheduler": warmup_then_decay(opt, warmup, o["max_steps"])}
+        return adamw(self, groups, o["lr"], o["betas"], o["eps"], warmup, o["max_steps"])
 
 
 def plain_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

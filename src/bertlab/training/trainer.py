@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,28 @@ def progress_bar():
     from lightning.pytorch.callbacks import TQDMProgressBar
 
     return TQDMProgressBar(refresh_rate=10)
+
+
+def decay_groups(params: Iterable[torch.nn.Parameter], weight_decay: float, name: str | None = None,
+                 **options: Any) -> list[dict[str, Any]]:
+    """AdamW parameter groups as BERT's: `weight_decay` on matrices, none on 1-d tensors (biases, LayerNorm, scalar-mix
+    weights); an empty group is left out. `name` (the second group's with `_no_decay`) and `options` (e.g. its `lr`)
+    go into both."""
+    params = list(params)
+    groups = []
+    for suffix, chosen, decay in (("", [p for p in params if p.ndim >= 2], weight_decay),
+                                  ("_no_decay", [p for p in params if p.ndim < 2], 0.0)):
+        if chosen:
+            named = {"name": name + suffix} if name else {}
+            groups.append({**named, "params": chosen, "weight_decay": decay, **options})
+    return groups
+
+
+def adamw(module: Any, groups: list[dict[str, Any]], lr: float, betas: Sequence[float], eps: float, warmup: int,
+          total: int) -> dict[str, Any]:
+    """A LightningModule's optimizer config: AdamW over `groups` (fused where it may be) and BERT's schedule."""
+    opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=fused_adamw(module))
+    return {"optimizer": opt, "lr_scheduler": warmup_then_decay(opt, warmup, total)}
 
 
 def fused_adamw(module: Any) -> bool:
