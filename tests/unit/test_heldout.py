@@ -16,7 +16,7 @@ from bertlab.data.instances import load_instances
 from bertlab.errors import UserError
 from bertlab.pretrain_data import heldout_sets
 from bertlab.tokenizer import training_texts
-from tests.unit.test_stages import prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
+from tests.e2e.test_stages import prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 
 def options(**overrides) -> OmegaConf:

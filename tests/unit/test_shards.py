@@ -10,7 +10,7 @@ import numpy as np
 
 from bertlab.data.instances import create_nsp_instances, load_instances, save_instances
 from bertlab.data.shards import merge, shard_texts
-from tests.unit.test_stages import prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
+from tests.e2e.test_stages import prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 
 def test_shards_group_consecutive_documents_by_characters() -> None:

@@ -22,9 +22,9 @@ from bertlab.training.finetune_module import FinetuneModule
 from bertlab.modeling.model import BertConfig, BertEncoder
 from bertlab.training.pretrain_module import PretrainModule
 from tests.unit.test_finetune import ENV, config, data_dir  # noqa: F401  (data_dir: fine-tuning's fixture)
-from tests.unit.test_pretrain import KILL_AT_STEP, PINNED, RUN, checkpoint, validated_steps
-from tests.unit.test_pretrain import pretrain as pretrain_patched
-from tests.unit.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
+from tests.e2e.test_pretrain import KILL_AT_STEP, PINNED, RUN, checkpoint, validated_steps
+from tests.e2e.test_pretrain import pretrain as pretrain_patched
+from tests.e2e.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 # the 2-process run has the 1-process run's key (the same global batch): it must train, not copy that twin
 DDP = ["impl.accelerator=cpu", "impl.devices=2", "impl.strategy=ddp", "impl.threads=1", "impl.reuse_twins=false"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import document, write_split
-from tests.unit.test_stages import TINY, stage
+from tests.e2e.test_stages import TINY, stage
 
 # (case id, stage, overrides, what the one line must name)
 SETTINGS_CASES = [

@@ -25,7 +25,7 @@ from bertlab.modeling.model import BertConfig, BertForPretraining
 from bertlab.pretrain import resume_from
 from bertlab.training.callbacks import RunRecord
 from bertlab.training.pretrain_module import PretrainModule, heldout_losses
-from tests.unit.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
+from tests.e2e.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 # 12 steps, a checkpoint and a validation every 4, dropout 0.1 (the default): the kill lands between checkpoints.
 RUN = ["pretrain.max_steps=12", "pretrain.checkpoint_every_steps=4", "pretrain.val_every_steps=4"]
