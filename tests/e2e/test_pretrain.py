@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,50 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.data.instances import InstanceDataset, create_nsp_instances, create_packed_instances
-from bertlab.data.masking import PretrainingCollator
-from bertlab.data.sampler import SeededBatches, TaggedDataset
 from bertlab.modeling.export import load_plain
-from bertlab.modeling.model import BertConfig, BertForPretraining
-from bertlab.pretrain import resume_from
 from bertlab.training.callbacks import RunRecord
-from bertlab.training.pretrain_module import PretrainModule, heldout_losses
-from tests.e2e.test_stages import TINY, prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
+from tests.helpers import KILL_AT_STEP, PINNED, checkpoint, pretrain_patched, stage, validated_steps
 
-# 12 steps, a checkpoint and a validation every 4, dropout 0.1 (the default): the kill lands between checkpoints.
-RUN = ["pretrain.max_steps=12", "pretrain.checkpoint_every_steps=4", "pretrain.val_every_steps=4"]
 THROUGHPUT = {"train/time", "train/batches", "train/samples", "train/lengths"}
-KILL_AT_STEP = 6  # after the step-4 checkpoint: steps 5-6 are lost and must be redone, not double-logged
-PINNED = "1" * 64  # a code hash for a kill and its resume: an edit of the package between them changes no key
-
-# Runs `python -m bertlab.pretrain` after a patch: SIGKILL itself at the start of step KILL_AT (a real kill: no
-# cleanup, no flush), and/or a changed code hash.
-SCRIPT = """
-import os, signal, sys
-import bertlab.pretrain, bertlab.training.pretrain_module as m, bertlab.runs
-kill_at = os.environ.get("KILL_AT")
-if kill_at:
-    step = m.PretrainModule.training_step
-    def training_step(self, batch, i):
-        if self.global_step == int(kill_at):
-            os.kill(os.getpid(), signal.SIGKILL)
-        return step(self, batch, i)
-    m.PretrainModule.training_step = training_step
-if os.environ.get("CODE_HASH"):
-    bertlab.runs.code_hash = lambda: os.environ["CODE_HASH"]
-bertlab.pretrain.run()
-"""
-
-
-def pretrain(data: Path, tmp: Path, *args: str, kill_at: int | None = None,
-             code_hash: str | None = None) -> subprocess.CompletedProcess:
-    script = tmp / "pretrain_patched.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "KILL_AT": str(kill_at or ""), "CODE_HASH": code_hash or ""}
-    # The runs here share settings on purpose: each must train, unless a test asks for twin reuse.
-    twins = [] if any(a.startswith("impl.reuse_twins=") for a in args) else ["impl.reuse_twins=false"]
-    return subprocess.run([sys.executable, str(script), f"data_dir={data}", *TINY, *RUN, *twins, *args],
-                          capture_output=True, text=True, env=env, timeout=600)
 
 
 def metrics(data: Path, name: str) -> dict:
@@ -73,21 +32,16 @@ def curve(data: Path, name: str) -> list[tuple]:
         return [tuple((k, v) for k, v in sorted(row.items()) if k not in THROUGHPUT) for row in csv.DictReader(f)]
 
 
-def checkpoint(data: Path, name: str) -> Path:
-    (last,) = (data / "checkpoints/pretrain").glob(f"{name}-*/last.ckpt")
-    return last
-
-
 @pytest.fixture(scope="module")
-def whole(prepared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:  # noqa: F811
+def whole(prepared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The uninterrupted run."""
-    done = pretrain(prepared, tmp_path_factory.mktemp("whole"), "name=whole")
+    done = pretrain_patched(prepared, tmp_path_factory.mktemp("whole"), "name=whole")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming" not in done.stderr + done.stdout
     return metrics(prepared, "whole")
 
 
-def test_pretrain_exports_model_and_held_out_perplexity(prepared: Path) -> None:  # noqa: F811
+def test_pretrain_exports_model_and_held_out_perplexity(prepared: Path) -> None:
     done = stage("pretrain", prepared, "name=bert", "pretrain.dropout=0.0")
     assert done.returncode == 0, done.stderr[-3000:]
     out = prepared / "pretrain/bert"
@@ -103,7 +57,7 @@ def test_pretrain_exports_model_and_held_out_perplexity(prepared: Path) -> None:
 
 @pytest.mark.parametrize(("objective", "stats_key"), [("mlm_nsp", "nsp"), ("ltr", "packed_next_token")])
 def test_heldout_items_recompute_the_perplexity_and_its_unigram_floor(
-        prepared: Path, objective: str, stats_key: str) -> None:  # noqa: F811
+        prepared: Path, objective: str, stats_key: str) -> None:
     name = f"items_{objective}"
     done = stage("pretrain", prepared, f"name={name}", f"objective={objective}", "pretrain.max_steps=2")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -128,7 +82,7 @@ def test_heldout_items_recompute_the_perplexity_and_its_unigram_floor(
         assert 0.1 < sum(model["count"]) / int((heldout >= 5).sum()) < 0.2
 
 
-def test_heldout_positions_are_masked_at_15_percent_whatever_rate_trains(prepared: Path) -> None:  # noqa: F811
+def test_heldout_positions_are_masked_at_15_percent_whatever_rate_trains(prepared: Path) -> None:
     done = stage("pretrain", prepared, "name=rate40", "objective.mlm_probability=0.4", "pretrain.max_steps=2")
     assert done.returncode == 0, done.stderr[-3000:]
     items = json.loads((prepared / "pretrain/rate40/heldout_items.json").read_text())
@@ -140,7 +94,7 @@ def test_heldout_positions_are_masked_at_15_percent_whatever_rate_trains(prepare
     assert floor_ppl == pytest.approx(stats["heldout_unigram_ppl"]["nsp"], rel=1e-12)   # the 15% run's positions
 
 
-def test_unigram_counts_are_the_training_tokens(prepared: Path) -> None:  # noqa: F811
+def test_unigram_counts_are_the_training_tokens(prepared: Path) -> None:
     counts = np.load(prepared / "pretrain_data/unigram_counts.npy")
     train = np.load(prepared / "pretrain_data/train_packed/input_ids.npy")
     assert counts.sum() == int((train != 0).sum()) and counts[0] == 0
@@ -148,14 +102,14 @@ def test_unigram_counts_are_the_training_tokens(prepared: Path) -> None:  # noqa
         "documents"]["train"] - 1  # [SEP]: one per instance, one between documents
 
 
-def test_sigkill_then_rerun_equals_the_uninterrupted_run(prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
-    killed = pretrain(prepared, tmp_path, "name=killed", kill_at=KILL_AT_STEP)
+def test_sigkill_then_rerun_equals_the_uninterrupted_run(prepared: Path, whole: dict, tmp_path: Path) -> None:
+    killed = pretrain_patched(prepared, tmp_path, "name=killed", kill_at=KILL_AT_STEP)
     assert killed.returncode == -9, killed.stderr[-3000:]  # SIGKILL
     assert not (prepared / "pretrain/killed").exists()  # no half-written export
     last = checkpoint(prepared, "killed")
     state = torch.load(last, map_location="cpu", weights_only=False)
     assert state["global_step"] == 4
-    done = pretrain(prepared, tmp_path, "name=killed")
+    done = pretrain_patched(prepared, tmp_path, "name=killed")
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"resuming from {last}" in done.stdout + done.stderr
     resumed = metrics(prepared, "killed")
@@ -172,11 +126,11 @@ def test_sigkill_then_rerun_equals_the_uninterrupted_run(prepared: Path, whole: 
     np.testing.assert_allclose(items[0]["model"]["loss_sum"], items[1]["model"]["loss_sum"], rtol=1e-6)
 
 
-def test_a_code_change_trains_from_scratch(prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
-    killed = pretrain(prepared, tmp_path, "name=code", kill_at=KILL_AT_STEP)
+def test_a_code_change_trains_from_scratch(prepared: Path, whole: dict, tmp_path: Path) -> None:
+    killed = pretrain_patched(prepared, tmp_path, "name=code", kill_at=KILL_AT_STEP)
     assert killed.returncode == -9
     old = checkpoint(prepared, "code")
-    done = pretrain(prepared, tmp_path, "name=code", code_hash="0" * 64)
+    done = pretrain_patched(prepared, tmp_path, "name=code", code_hash="0" * 64)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming" not in done.stderr + done.stdout
     assert old.exists()  # another key's directory: left alone, never used
@@ -184,8 +138,8 @@ def test_a_code_change_trains_from_scratch(prepared: Path, whole: dict, tmp_path
     assert metrics(prepared, "code")["steps"] == 12
 
 
-def test_a_finished_run_rerun_trains_from_scratch(prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
-    done = pretrain(prepared, tmp_path, "name=whole")
+def test_a_finished_run_rerun_trains_from_scratch(prepared: Path, whole: dict, tmp_path: Path) -> None:
+    done = pretrain_patched(prepared, tmp_path, "name=whole")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "resuming" not in done.stderr + done.stdout
     again = metrics(prepared, "whole")
@@ -194,12 +148,12 @@ def test_a_finished_run_rerun_trains_from_scratch(prepared: Path, whole: dict, t
 
 
 def test_an_unreadable_checkpoint_is_moved_aside_and_the_run_starts_afresh(
-        prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
-    killed = pretrain(prepared, tmp_path, "name=corrupt", kill_at=KILL_AT_STEP)
+        prepared: Path, whole: dict, tmp_path: Path) -> None:
+    killed = pretrain_patched(prepared, tmp_path, "name=corrupt", kill_at=KILL_AT_STEP)
     assert killed.returncode == -9
     last = checkpoint(prepared, "corrupt")
     last.write_bytes(last.read_bytes()[:1000])  # truncated, as by a full disk
-    done = pretrain(prepared, tmp_path, "name=corrupt")
+    done = pretrain_patched(prepared, tmp_path, "name=corrupt")
     assert done.returncode == 0, done.stderr[-3000:]
     aside = last.parent.with_name(f"{last.parent.name}.unreadable.ckpt")
     log = done.stdout + done.stderr
@@ -208,85 +162,7 @@ def test_an_unreadable_checkpoint_is_moved_aside_and_the_run_starts_afresh(
     assert metrics(prepared, "corrupt")["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-6)
 
 
-def fake_checkpoint(path: Path, key: str, step: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"global_step": step, "callbacks": {RunRecord.__qualname__: {"key": key}}}, path)
-
-
-def test_resume_only_a_part_way_run_of_the_same_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    run = tmp_path / "run-abc"
-    fake_checkpoint(run / "last.ckpt", "abc", 4)
-    assert resume_from(run, "abc", max_steps=12) == run / "last.ckpt"
-    for key, step, why in (("abc", 12, "a finished run"), ("other", 4, "other settings, code or inputs")):
-        fake_checkpoint(run / "last.ckpt", key, step)
-        with caplog.at_level(logging.INFO):
-            assert resume_from(run, "abc", max_steps=12) is None
-        assert why in caplog.text and not run.exists()  # cleared: the fresh run starts from nothing
-    run.mkdir()
-    (run / "last.ckpt").write_bytes(b"not a checkpoint")
-    caplog.clear()
-    with caplog.at_level(logging.INFO):
-        assert resume_from(run, "abc", max_steps=12) is None
-    assert (tmp_path / "run-abc.unreadable.ckpt").read_bytes() == b"not a checkpoint"
-    assert len(caplog.records) == 1 and str(run / "last.ckpt") in caplog.text
-
-
-def test_seeded_batches_are_one_stream_across_windows_ranks_and_data_epochs() -> None:
-    n, b = 23, 4  # 5 full batches per data epoch, 3 examples dropped
-    whole = SeededBatches(n, b, seed=3, window=12, start=lambda: 0)
-    stream = list(whole)
-    assert [tag for batch in stream for tag, _ in batch] == [g for g in range(12) for _ in range(b)]
-    position = [0]
-    windows = SeededBatches(n, b, seed=3, window=4, start=lambda: position[0])
-    resumed = []
-    for start in (0, 4, 8):  # each window from the (restored) position: one stream
-        position[0] = start
-        resumed += list(windows)
-    assert resumed == stream
-    indices = [[i for _, i in batch] for batch in stream]
-    for epoch in range(2):  # each data epoch: distinct examples, a new order
-        assert len(set(sum(indices[5 * epoch : 5 * epoch + 5], []))) == 20
-    assert indices[:5] != indices[5:10]
-    assert SeededBatches(n, b, seed=4, window=12, start=lambda: 0).batch(0).tolist() != indices[0]
-    ranks = [SeededBatches(n, 2, seed=3, window=12, start=lambda: 0, rank=r, world_size=2) for r in range(2)]
-    for g in range(5):  # the ranks split the single-process batch of 4
-        assert sorted(np.concatenate([r.batch(g) for r in ranks]).tolist()) == sorted(whole.batch(g).tolist())
-    assert [tag for tag, _ in next(iter(ranks[1]))] == [1, 1]  # tags: g * world_size + rank
-    with pytest.raises(ValueError, match="do not fill one batch"):
-        SeededBatches(3, 4, seed=0, window=1, start=lambda: 0)
-
-
-def documents(seed: int = 0) -> list[list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    return [[rng.integers(5, 200, int(rng.integers(2, 20))) for _ in range(int(rng.integers(1, 8)))]
-            for _ in range(60)]
-
-
-def test_seeded_masks_are_a_function_of_the_batch_tag() -> None:
-    data = TaggedDataset(InstanceDataset(create_packed_instances(documents(), 32)))
-    collate = PretrainingCollator("mlm", 200, seed=5)
-    first, again, other = (collate(data[[(tag, i) for i in range(8)]]) for tag in (7, 7, 8))
-    assert first["batch_index"] == 7 and torch.equal(first["mlm_labels"], again["mlm_labels"])
-    assert not torch.equal(first["mlm_labels"], other["mlm_labels"])
-    with pytest.raises(ValueError, match="tagged"):
-        collate([data.dataset[0]])
-
-
-def test_heldout_losses_sum_to_the_models_loss() -> None:
-    torch.manual_seed(0)
-    model = BertForPretraining(BertConfig(vocab_size=200, num_layers=1, hidden_size=32, num_heads=2,
-                                          intermediate_size=64, max_position_embeddings=64)).eval()
-    dataset = InstanceDataset(create_nsp_instances(documents(), 48, dupe_factor=1))
-    for objective, causal in (("mlm_nsp", False), ("ltr", True)):
-        batch = PretrainingCollator(objective, 200, fixed_mask_seed=1)([dataset[i] for i in range(6)])
-        loss_sum, count = heldout_losses(model, batch, causal, chunk=7)  # chunks smaller than the positions
-        with torch.no_grad():
-            out = model(**{k: v for k, v in batch.items() if k != "next_sentence_label"}, causal=causal)
-        assert count.tolist() == (batch["mlm_labels"] != -100).sum(1).tolist() and int(count.sum()) == out.mlm_count
-        assert float(loss_sum.sum() / count.sum()) == pytest.approx(float(out.mlm_loss), rel=1e-5)
-
-
-def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:  # noqa: F811
+def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:
     done = stage("pretrain", prepared, "-m", "model.num_layers=1,2", "name=sweep_L${model.num_layers}",
                  "pretrain.max_steps=2")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -295,7 +171,7 @@ def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:  # noqa: F811
         assert load_plain(prepared / f"pretrain/sweep_L{layers}")[1].num_layers == layers
 
 
-def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:  # noqa: F811
+def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
     """The paper-scale profile with its GPU `impl` (bf16 autocast, torch.compile, devices=auto) on a CPU."""
     done = subprocess.run(
         [sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", "profile=gpu", "name=gpu", "logger=csv",
@@ -307,9 +183,9 @@ def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:  # no
     assert json.loads((prepared / "pretrain/gpu/metrics.json").read_text())["steps"] == 2
 
 
-def test_a_run_identical_to_a_finished_one_copies_it(prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
+def test_a_run_identical_to_a_finished_one_copies_it(prepared: Path, whole: dict, tmp_path: Path) -> None:
     """Same settings, code and inputs under another name: a finished run's outputs, nothing trained."""
-    done = pretrain(prepared, tmp_path, "name=twin", "impl.reuse_twins=true")
+    done = pretrain_patched(prepared, tmp_path, "name=twin", "impl.reuse_twins=true")
     assert done.returncode == 0, done.stderr[-3000:]
     twin = metrics(prepared, "twin")
     source = metrics(prepared, twin["trained_as"])  # "whole", or another finished run of these settings
@@ -321,26 +197,21 @@ def test_a_run_identical_to_a_finished_one_copies_it(prepared: Path, whole: dict
     assert not list((prepared / "checkpoints" / "pretrain").glob("twin-*"))  # nothing trained, nothing resumed
 
 
-def validated_steps(data: Path, name: str) -> list[int]:
-    with (data / "pretrain" / name / "metrics.csv").open(newline="") as f:
-        return [int(r["step"]) for r in csv.DictReader(f) if r.get("val/ppl")]
-
-
 def kill_then_resume(data: Path, tmp: Path, name: str, *resume_args: str) -> tuple[str, subprocess.CompletedProcess]:
     """Kill run `name` at KILL_AT_STEP, rerun it with `resume_args`; the checkpoint's key and the finished rerun,
     which resumed from that checkpoint."""
-    killed = pretrain(data, tmp, f"name={name}", kill_at=KILL_AT_STEP, code_hash=PINNED)
+    killed = pretrain_patched(data, tmp, f"name={name}", kill_at=KILL_AT_STEP, code_hash=PINNED)
     assert killed.returncode == -9, killed.stderr[-3000:]
     last = checkpoint(data, name)
     key = RunRecord.key_of(torch.load(last, map_location="cpu", weights_only=False))
-    done = pretrain(data, tmp, f"name={name}", *resume_args, code_hash=PINNED)
+    done = pretrain_patched(data, tmp, f"name={name}", *resume_args, code_hash=PINNED)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"resuming from {last}" in done.stdout + done.stderr
     return key, done
 
 
 def test_a_run_resumes_with_its_global_batch_split_into_accumulation_steps(
-        prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
+        prepared: Path, whole: dict, tmp_path: Path) -> None:
     """Killed at batch 8 x 1, resumed as 4 x 2 (impl.max_device_batch=4): the same run key, optimizer steps and
     validations; the numbers within what other mask and dropout draws move them (not bit-identical)."""
     key, done = kill_then_resume(prepared, tmp_path, "split", "impl.max_device_batch=4")
@@ -351,34 +222,9 @@ def test_a_run_resumes_with_its_global_batch_split_into_accumulation_steps(
     assert abs(resumed["heldout_ppl"] / whole["heldout_ppl"] - 1) < 0.02
 
 
-def test_a_checkpoint_loads_whether_or_not_either_model_was_compiled() -> None:
-    config = BertConfig(vocab_size=50, num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32,
-                        max_position_embeddings=16)
-
-    def module() -> PretrainModule:
-        return PretrainModule(model=vars(config), objective={"nsp": True, "causal": False}, optim={}, seed=0)
-
-    torch.manual_seed(0)
-    saved = module()
-    plain = saved.state_dict()
-    saved.model = torch.compile(saved.model)  # a wrapper: its keys gain `_orig_mod.`
-    wrapped = saved.state_dict()
-    assert all(k.startswith("model._orig_mod.") for k in wrapped)
-    for state in (plain, wrapped):
-        for compiled in (False, True):
-            fresh = module()
-            if compiled:
-                fresh.model.compile()  # how impl.compile compiles: in place, the keys stay plain
-            assert fresh.state_dict().keys() == plain.keys()
-            ckpt = {"state_dict": dict(state)}
-            fresh.on_load_checkpoint(ckpt)
-            fresh.load_state_dict(ckpt["state_dict"])  # strict: every key matches
-            assert all(torch.equal(v, fresh.state_dict()[k]) for k, v in plain.items())
-
-
 @pytest.mark.slow
 def test_a_run_resumes_compiled_after_a_kill_uncompiled(
-        prepared: Path, whole: dict, tmp_path: Path) -> None:  # noqa: F811
+        prepared: Path, whole: dict, tmp_path: Path) -> None:
     key, _ = kill_then_resume(prepared, tmp_path, "compiled", "impl.compile=true")
     resumed = metrics(prepared, "compiled")
     assert resumed["run_key"] == key and resumed["steps"] == 12

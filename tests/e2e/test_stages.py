@@ -1,5 +1,5 @@
 """The stages as users run them (`python -m bertlab.<stage> ...`), on the synthetic mirror, in a temp data dir
-(pretrain: tests/unit/test_pretrain.py)."""
+(pretrain: test_pretrain.py; bad inputs: test_bad_inputs.py)."""
 
 from __future__ import annotations
 
@@ -10,34 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from tokenizers import Tokenizer
 
-
-TINY = ["profile=smoke", "model=tiny", "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2",
-        "model.intermediate_size=64", "tokenizer.vocab_size=300", "pretrain.batch_size=8",
-        "pretrain.max_steps=4", "pretrain.val_every_steps=2", "pretrain.checkpoint_every_steps=2",
-        "pretrain_data.heldout_instances=16", "corpus.heldout_documents=8", "logger=csv"]
-
-
-def stage(name: str, data_dir: Path, *overrides: str, mirror: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BERTLAB_DATA_MIRROR": str(mirror or "")}
-    if mirror is None:
-        env.pop("BERTLAB_DATA_MIRROR")
-    flags = [o for o in overrides if o.startswith("-")]
-    overrides = tuple(o for o in overrides if not o.startswith("-"))
-    return subprocess.run([sys.executable, "-m", f"bertlab.{name}", *flags, f"data_dir={data_dir}", *TINY, *overrides],
-                          capture_output=True, text=True, env=env, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def prepared(mirror: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """download -> tokenizer -> pretrain_data on the synthetic mirror."""
-    data = tmp_path_factory.mktemp("data")
-    for name in ("download", "tokenizer", "pretrain_data"):
-        done = stage(name, data, mirror=mirror)
-        assert done.returncode == 0, done.stderr[-3000:]
-    return data
+from bertlab.stage import process_age
+from tests.helpers import ENV, stage
+from tests.report_data import write_data
 
 
 def test_download_writes_corpus_tasks_and_marks_missing_ones(prepared: Path) -> None:
@@ -79,3 +56,48 @@ def test_a_missing_input_names_the_stage_to_run(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {tmp_path}/tokenizer/tokenizer.json not found: " \
                                   "run `dvc repro tokenizer` (or `python -m bertlab.tokenizer`) first"
+
+
+def test_a_stage_process_records_its_start_up_and_total_time(tmp_path: Path, mirror: Path) -> None:
+    """Real stage processes: a completed one leaves its times (start-up: at least the interpreter and imports), a
+    refused one leaves none."""
+    assert 0 < process_age() < 24 * 3600
+    run = [sys.executable, "-m", "bertlab.download", f"data_dir={tmp_path}", f"mirror={mirror}", "logger=none"]
+    assert subprocess.run(run, capture_output=True, text=True).returncode == 0
+    record = json.loads((tmp_path / "timing" / "download" / "download.json").read_text())
+    assert 0.3 < record["startup_seconds"] < record["process_seconds"] < 300
+    refused = subprocess.run([sys.executable, "-m", "bertlab.tokenizer", f"data_dir={tmp_path}", "logger=none",
+                              "tokenizer.kind=nope"], capture_output=True, text=True)
+    assert refused.returncode == 2 and not (tmp_path / "timing" / "tokenizer").exists()
+
+
+def test_missing_task_data_is_a_no_data_record_and_exit_0(finetune_data: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertlab.finetune", "profile=smoke", "logger=none", f"data_dir={finetune_data}",
+         "task=mnli", "name=nodata", "finetune.encoder=missing"],
+        capture_output=True, text=True, env=ENV, cwd=finetune_data,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "mnli: no data (nyu-mll/glue/mnli/train is not in the mirror)"
+    record = json.loads((finetune_data / "finetune" / "nodata" / "metrics.json").read_text())
+    assert record["status"] == "no data" and record["headline"] is None and record["task"] == "mnli"
+    assert record["reason"] == "nyu-mll/glue/mnli/train is not in the mirror"
+    assert record["floor"] is None and not (finetune_data / "finetune" / "nodata" / "items.json").exists()
+
+
+def test_cli_names_the_hydra_profile(tmp_path: Path) -> None:
+    write_data(tmp_path / "data")
+    env = os.environ | {"WANDB_MODE": "offline", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    subprocess.run(
+        [sys.executable, "-m", "bertlab.ablations", "profile=smoke", f"data_dir={tmp_path / 'data'}",
+         f"ablations.report_dir={tmp_path / 'reports'}", "logger=none", f"hydra.run.dir={tmp_path / 'hydra'}",
+         "ablations.bootstrap.draws=200"],
+        check=True, env=env, capture_output=True,
+    )
+    assert "- Profile: `smoke`;" in (tmp_path / "reports" / "ablations.md").read_text()
+
+
+def test_the_configs_stage_imports_a_light_report_module() -> None:
+    code = "import sys; import bertlab.report; print(sorted({'matplotlib', 'numpy', 'torch'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]"

@@ -15,7 +15,7 @@ from bertlab.report import collect, stats
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.markdown import findings_section
 from bertlab.stage import CONF_DIR
-from tests.unit.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, write_data
+from tests.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, write_data
 
 SPEC: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))
 FAST = SPEC | {"bootstrap": {"draws": 1000, "seed": 0, "level": 0.95}}

@@ -1,8 +1,8 @@
 """Synthetic results for the report tests, laid out as the stages write them under data/: fine-tuning cells with
 metrics.json + items.json, pretraining runs with metrics.json + heldout_items.json (+ a loss curve), the manifest.
 
-Every headline number is recomputed from the per-item columns with `bertlab.report.stats.score`, as the contract says
-the stages' numbers are, so the tests can state the tables' numbers exactly.
+Every headline number is recomputed from the per-item columns with `bertlab.report.stats.score`, as the stages'
+numbers are, so the tests can state the tables' numbers exactly.
 """
 
 from __future__ import annotations
