@@ -1,7 +1,7 @@
 """Evaluation of a fine-tuned model: one prediction per eval row (in dataset order) -> the task's official metrics,
 the per-item columns that recompute them, and the floor every headline is read against.
 
-Items (the contract's `items.json`): GLUE examples (`pred`, `label`), SQuAD questions (`exact_match`, `f1`, 0-100,
+Items (`items.json`'s columns): GLUE examples (`pred`, `label`), SQuAD questions (`exact_match`, `f1`, 0-100,
 max over the references, by the same official normalisation as the corpus score), CoNLL-2003 sentences (`tp`,
 `fp`, `fn`: entities as seqeval's conlleval mode extracts them, so micro F1 from their sums is `entity_f1`).
 

@@ -92,7 +92,7 @@ def check_static_masks(cfg: DictConfig) -> None:
 
 def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
                   floor: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
-    """`heldout_items.json` (see the contract): per held-out instance, the model's and the floor's NLL sums and
+    """`heldout_items.json`: per held-out instance, the model's and the floor's NLL sums and
     scored-position counts (`write_json` writes a non-finite sum as null)."""
     def columns(loss_sum: np.ndarray, count: np.ndarray) -> dict[str, list]:
         return {"loss_sum": loss_sum.tolist(), "count": count.tolist()}

@@ -1,5 +1,5 @@
 """Read what the other stages wrote: fine-tuning and pretraining metrics, their per-item files, loss curves and
-the download manifest (the file formats are in /work/notes/contract.md and the stages' docstrings)."""
+the download manifest (their formats: the docstrings of the stages that write them and of `bertlab.evaluate`)."""
 
 from __future__ import annotations
 
