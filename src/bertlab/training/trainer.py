@@ -1,5 +1,5 @@
 """The Trainer set-up both training stages share: devices and nodes, the global batch's split, loggers, the
-progress bar, AdamW's fused form and BERT's learning-rate schedule."""
+progress bar, and the optimizer: AdamW's parameter groups and fused form, BERT's learning-rate schedule."""
 
 from __future__ import annotations
 
