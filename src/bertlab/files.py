@@ -85,4 +85,5 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 def read_json(path: str | Path) -> Any:
+    """The JSON value in the file at `path`."""
     return json.loads(Path(path).read_text())

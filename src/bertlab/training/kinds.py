@@ -1,11 +1,9 @@
 """Task kinds, one class each, as `bertlab.evaluate` has one evaluator per kind: how a kind's split becomes model rows
 and an evaluator, which head it gets and what that head reads, its loss, and its prediction per row.
 
-`KINDS[task.kind]` is the one place that tells the kinds apart (their names: `settings.CHOICES["task.kind"]`):
-classification and regression (GLUE: `[CLS] A [SEP] B [SEP]`, a head on the sentence vector, MSE for STS-B), span
-(SQuAD v1.1: windows over the context, start/end logits) and tagging (CoNLL-2003: each word's tag on its first
-sub-token). Rows hold `input_ids`, `token_type_ids`, the kind's targets (`label`; `start_positions` and
-`end_positions`; `label_ids`) and `index`, the row's position in its split.
+`KINDS[task.kind]` is the one place that tells the kinds apart (their names: `settings.CHOICES["task.kind"]`). Rows
+hold `input_ids`, `token_type_ids`, the kind's targets (`label`; `start_positions` and `end_positions`; `label_ids`)
+and `index`, the row's position in its split.
 """
 
 from __future__ import annotations
@@ -88,6 +86,8 @@ class Kind(ABC):
 
 
 class Classification(Kind):
+    """Sentences or pairs (GLUE), a class per input: cross-entropy on the sentence vector's logits."""
+
     def label(self, value: Any) -> int | float:
         return int(value)
 
@@ -111,6 +111,8 @@ class Classification(Kind):
 
 
 class Regression(Classification):
+    """Pairs scored on a scale (STS-B): one output, mean squared error."""
+
     def label(self, value: Any) -> int | float:
         return float(value)
 
@@ -125,6 +127,8 @@ class Regression(Classification):
 
 
 class Span(Kind):
+    """Extractive question answering (SQuAD v1.1): start and end logits per token of windows over a context."""
+
     sentence = False
     windows = True
 
@@ -172,6 +176,8 @@ class Span(Kind):
 
 
 class Tagging(Kind):
+    """A tag per word (CoNLL-2003), on its first sub-token: token-level cross-entropy over the labelled tokens."""
+
     sentence = False
 
     def encode(self, task: Task, ds: datasets.Dataset, split: str, train: bool, how: Encoding) -> Encoded:
