@@ -42,7 +42,7 @@ from bertlab.runs import RESULT_KEYS, cell_fields, copy_twin, find_twin, run_key
 from bertlab.training.finetune_module import FinetuneModule
 from bertlab.training.kinds import KINDS, Lengths
 from bertlab.training.task_datamodule import TaskDataModule
-from bertlab.training.trainer import apply_impl, fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
+from bertlab.training.trainer import fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +187,6 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     """Fine-tune the encoder on the task, score the dev set once, write metrics.json, items.json, the curve."""
     ft, data_dir = cfg.finetune, Path(cfg.data_dir)
     tokenizer, tokenizer_file = load_tokenizer(data_dir)
-    apply_impl(cfg.impl)
     pl.seed_everything(cfg.seed, workers=True)
     encoder, causal, objective = load_encoder(data_dir, ft.encoder, ft.dropout, tokenizer, tokenizer_file)
     data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)

@@ -41,7 +41,7 @@ from bertlab.modeling.model import BertConfig, flops_per_token
 from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord
 from bertlab.training.pretrain_datamodule import PretrainData
 from bertlab.training.pretrain_module import PretrainModule
-from bertlab.training.trainer import apply_impl, fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
+from bertlab.training.trainer import fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,6 @@ def run(cfg: DictConfig) -> None:
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     instances_dir = require(data_dir / "pretrain_data", "pretrain_data")
     counts_file = require(instances_dir / "unigram_counts.npy", "pretrain_data")
-    apply_impl(cfg.impl)
     pl.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     fmt, p = cfg.objective.data, cfg.pretrain

@@ -26,12 +26,12 @@ OmegaConf.register_new_resolver("shrink", lambda size, by: max(1, int(size) // i
 def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[StageFn], Callable[[], None]]:
     """A stage's Hydra entry point: `python -m bertlab.<stage> key=value ...` (and `-m` for multirun).
 
-    Settings are checked first (`bertlab.settings.check`), and the stage's output directory
-    (`<data_dir>/<stage>`; a stage with `own_output` writes elsewhere and checks that itself) must be writable,
-    before any compute is spent. A UserError prints one line to stderr and exits with status 2. A run that
-    completes leaves its process's time, start-up included, in `<data_dir>/timing/<stage>/<run>.json` for the
-    report's budget ledger (global rank zero only; `<run>` is the run's `name` for a stage of `named_runs`, else
-    the stage's).
+    Settings are checked first (`bertlab.settings.check`), and the stage's output directory (`<data_dir>/<stage>`; a
+    stage with `own_output` writes elsewhere and checks that itself) must be writable, before any compute is spent;
+    `impl.threads` (speed only) sets torch's threads for the whole process. A UserError prints one line to stderr
+    and exits with status 2. A run that completes leaves its process's time, start-up included, in
+    `<data_dir>/timing/<stage>/<run>.json` for the report's budget ledger (global rank zero only; `<run>` is the
+    run's `name` for a stage of `named_runs`, else the stage's).
     """
     def entry(fn: StageFn) -> Callable[[], None]:
         stage_name = Path(fn.__code__.co_filename).stem  # its module's name, also when run as __main__ (`python -m`)
@@ -41,6 +41,10 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
             startup, began = process_age(), time.perf_counter()
             try:
                 settings.check(cfg)
+                if threads := OmegaConf.select(cfg, "impl.threads"):
+                    import torch  # only then: the data stages need no torch
+
+                    torch.set_num_threads(int(threads))
                 if not own_output:
                     check_writable(Path(cfg.data_dir) / stage_name)
                 fn(cfg)

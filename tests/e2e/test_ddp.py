@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.helpers import (
     ENV, KILL_AT_STEP, PINNED, RUN, TINY, checkpoint, finetune_config, pretrain_patched, stage, validated_steps,
@@ -136,8 +137,11 @@ def finetune_ddp(data: Path, name: str, *args: str) -> dict:
 
 
 def finetune_one(data: Path, name: str, *args: str) -> dict:
+    """The cell in this process, on one thread as the 2-process run's `impl.threads=1` (which its stage's door
+    applies) gives each of its processes."""
     from bertlab.finetune import finetune
 
+    torch.set_num_threads(1)
     return finetune(finetune_config(data, f"name={name}", *SHARED, *args)).record
 
 

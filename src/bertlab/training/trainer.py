@@ -17,12 +17,6 @@ from bertlab.errors import UserError
 log = logging.getLogger(__name__)
 
 
-def apply_impl(impl: DictConfig) -> None:
-    """Speed-only process settings."""
-    if impl.threads:
-        torch.set_num_threads(int(impl.threads))
-
-
 def num_nodes(impl: DictConfig) -> int:
     """`impl.num_nodes`, or when it is null the launcher's node count, else 1; Lightning checks it against the
     processes the launcher started. Launchers in Lightning's order of detection: torchrun (`GROUP_WORLD_SIZE`, its
