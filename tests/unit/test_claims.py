@@ -1,5 +1,5 @@
 """The paper's claims as paired contrasts, on synthetic results whose differences are set by hand
-(tests/unit/report_data.py): a clear win is reproduced, a reversed one contradicted, a tie unresolved, a missing
+(tests/report_data.py): a clear win is reproduced, a reversed one contradicted, a tie unresolved, a missing
 side not measured; the intervals are `bertlab.report.stats.compare`'s on the cells' per-item files."""
 
 import json

@@ -1,4 +1,4 @@
-"""The ablations report on synthetic results (tests/unit/report_data.py): tables, floors, files, W&B."""
+"""The ablations report on synthetic results (tests/report_data.py): tables, floors, files, W&B."""
 
 import csv
 import json
