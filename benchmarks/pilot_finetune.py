@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bertlab import stats
+from bertlab.report import stats
 from bertlab.report.collect import read_items
 
 

@@ -10,7 +10,7 @@ reduce the noise of a shared machine; the reported figure is the median step tim
     python benchmarks/pretrain_throughput.py --ablations    # + one-change-at-a-time variants of bertlab
     python benchmarks/pretrain_throughput.py --compile      # + bertlab under torch.compile (compile time shown)
 
-Achieved GFLOP/s uses `bertlab.model.flops_per_token` (matmul FLOPs only, see its docstring), against a plain
+Achieved GFLOP/s uses `bertlab.modeling.model.flops_per_token` (matmul FLOPs only, see its docstring), against a plain
 fp32 `torch.mm` of 1024x1024 matrices timed in each round of the same run.
 """
 
@@ -35,8 +35,8 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", _INDUCTOR_CACHE.name)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from bertlab.export import config_to_hf  # noqa: E402
-from bertlab.model import BertConfig, BertForPretraining, Dropout, flops_per_token  # noqa: E402
+from bertlab.modeling.export import config_to_hf  # noqa: E402
+from bertlab.modeling.model import BertConfig, BertForPretraining, Dropout, flops_per_token  # noqa: E402
 
 MASK_ID = 4
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab import stage
+from bertlab.files import check_writable
 from bertlab.report import collect, render
 from bertlab.report.deviations import deviations
 from bertlab.report.tables import TABLES
@@ -49,7 +50,7 @@ def build(cfg: DictConfig, profile: str) -> render.Report:
     spec = OmegaConf.to_container(cfg.ablations, resolve=True)
     results = collect.collect(Path(cfg.data_dir))
     report_dir = Path(cfg.ablations.report_dir)
-    stage.check_writable(report_dir)
+    check_writable(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".ablations-") as tmp:
         built = render.write(Path(tmp), spec, results, profile=profile, commit=git_commit(),
@@ -77,7 +78,7 @@ def log_wandb(cfg: DictConfig, built: render.Report) -> None:
         run.log({**tables, "findings": findings, **images})
 
 
-@stage.main
+@stage.main(own_output=True)  # into ablations.report_dir, checked there
 def run(cfg: DictConfig) -> None:
     built = build(cfg, cfg.profile_name)
     for f in built.findings:

@@ -24,18 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertlab import settings
 from bertlab.data.sources import MIRROR_ENV
-from bertlab.stage import CONF_DIR, UserError, atomic_dir
-
-# The config sections each stage reads that can change its outputs (upstream outputs are DVC deps).
-RESULT_KEYS: dict[str, list[str]] = {
-    "download": ["mirror", "corpus.sources", "download"],
-    "tokenizer": ["corpus", "tokenizer"],
-    "pretrain_data": ["corpus", "pretrain_data"],
-    "pretrain": ["model", "objective", "pretrain", "seed"],
-    "finetune": ["finetune", "task", "seed"],
-    "ablations": ["ablations", "profile_name", "model_scale", "corpus", "tokenizer", "pretrain_data", "objective",
-                  "pretrain", "finetune"],  # the report lists the profile's departures from the paper's recipe
-}
+from bertlab.errors import UserError
+from bertlab.files import atomic_dir
+from bertlab.report.tables import tables_of
+from bertlab.runs import RESULT_KEYS, cell_fields, values_at
+from bertlab.stage import CONF_DIR
 
 
 def corpus_preset(name: str) -> str:
@@ -71,10 +64,13 @@ def result_overrides(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not re.match(r"[+~]*(impl|logger)[.=]", o)]
 
 
-def select(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
-    """The resolved values at dotted `keys` of `cfg`."""
-    values = {k: OmegaConf.select(cfg, k) for k in keys}
-    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in values.items()}
+def wandb_tags(stage: str, cfg: DictConfig) -> list[str]:
+    """The ablation tables that use a training run (a pretraining run through any row on its encoder, a fine-tuning
+    run as a cell): its W&B tags, the first its group."""
+    if stage not in ("pretrain", "finetune"):
+        return []
+    run = {"encoder": cfg.name} if stage == "pretrain" else cell_fields(cfg)
+    return tables_of(OmegaConf.to_container(cfg.ablations, resolve=True), run)
 
 
 def write_all(params: dict[str, Any], out: Path) -> int:
@@ -91,10 +87,12 @@ def write_all(params: dict[str, Any], out: Path) -> int:
             except UserError as err:
                 raise UserError(f"{stage} run {name!r}: {err}") from err
             full = OmegaConf.to_container(cfg, resolve=True)
+            if "tags" in full["logger"]:
+                full["logger"]["tags"] = wandb_tags(stage, cfg)
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{stage}/{name}"}, "output_subdir": None}
             (tmp / stage).mkdir(exist_ok=True)
             (tmp / stage / f"{name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
-            key = {"overrides": result_overrides(overrides), **select(cfg, RESULT_KEYS[stage])}
+            key = {"overrides": result_overrides(overrides), **values_at(cfg, RESULT_KEYS[stage])}
             (tmp / stage / f"{name}.key.yaml").write_text(yaml.safe_dump(key, sort_keys=True))
             count += 1
     return count

@@ -16,8 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from omegaconf import DictConfig
 
-from bertlab.data.sources import SourceError, UnreadableFile, hub_error, load_split, split_key
-from bertlab.stage import UserError, atomic_dir, main, write_json
+from bertlab.data.sources import hub_error, load_split, split_key
+from bertlab.errors import SourceError, UnreadableFile, UserError
+from bertlab.files import atomic_dir, write_json
+from bertlab.stage import main
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +75,7 @@ def deviations_for(keys: list[str], known: DictConfig) -> dict[str, str]:
     return {k: known[k] for k in keys if k in known}
 
 
-@main
+@main()
 def run(cfg: DictConfig) -> None:
     out = Path(cfg.data_dir) / "download"
     mirror = cfg.mirror

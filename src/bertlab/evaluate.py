@@ -1,7 +1,7 @@
 """Evaluation of a fine-tuned model: one prediction per eval row (in dataset order) -> the task's official metrics,
 the per-item columns that recompute them, and the floor every headline is read against.
 
-Items (the contract's `items.json`): GLUE examples (`pred`, `label`), SQuAD questions (`exact_match`, `f1`, 0-100,
+Items (`items.json`'s columns): GLUE examples (`pred`, `label`), SQuAD questions (`exact_match`, `f1`, 0-100,
 max over the references, by the same official normalisation as the corpus score), CoNLL-2003 sentences (`tp`,
 `fp`, `fn`: entities as seqeval's conlleval mode extracts them, so micro F1 from their sums is `entity_f1`).
 
@@ -12,7 +12,6 @@ start/end logits through the same postprocessing and scoring; for tagging, all "
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from seqeval.metrics.sequence_labeling import get_entities
 from bertlab.data.ner import word_predictions
 from bertlab.data.squad import postprocess
 from bertlab.data.tasks import Task
+from bertlab.files import finite
 from bertlab.metrics import entity_f1, glue_metrics, squad_scores
 
 FLOOR_SEED = 0
@@ -135,11 +135,6 @@ def entity_counts(gold: list[str], pred: list[str]) -> tuple[int, int, int]:
     g, p = set(get_entities(list(gold))), set(get_entities(list(pred)))
     tp = len(g & p)
     return tp, len(p) - tp, len(g) - tp
-
-
-def finite(scores: dict[str, float]) -> dict[str, float | None]:
-    """Scores as floats, None where undefined (e.g. a correlation of constant predictions)."""
-    return {k: (float(v) if math.isfinite(v) else None) for k, v in scores.items()}
 
 
 def items_and_floor(task: Task, evaluator: Evaluator, model: Evaluation) -> tuple[dict[str, Any], float | None]:

@@ -8,10 +8,9 @@ statistics) and the training curve `metrics.csv`. A task whose data could not be
 `"status": "no data"` record instead, and the stage still succeeds. A cell whose run key (code, settings, the
 encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs (`impl.reuse_twins`).
 
-Kinds: classification / regression (GLUE: `[CLS] A [SEP] B [SEP]`, a head on the sentence vector, MSE for
-STS-B), span (SQuAD v1.1: windows, start/end logits, best span over the windows), tagging (CoNLL-2003: each
-word's tag on its first sub-token, entity F1 over word-level tags). The pieces: `bertlab.data.datamodule`
-(splits -> batches), `bertlab.finetune_model` (the LightningModule), `bertlab.evaluate` (metrics, items, floors).
+The pieces, in `bertlab.training`: `kinds` (what each task kind encodes, predicts and is scored by),
+`task_datamodule` (splits -> batches), `finetune_module` (the LightningModule); `bertlab.evaluate` (metrics, items,
+floors).
 """
 
 from __future__ import annotations
@@ -32,15 +31,18 @@ from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
 from bertlab import stage
-from bertlab.configs import RESULT_KEYS, select
-from bertlab.data.datamodule import Lengths, TaskDataModule
 from bertlab.data.tasks import Task
+from bertlab.errors import UserError
 from bertlab.evaluate import items_and_floor
-from bertlab.export import CONFIG, load_plain
-from bertlab.finetune_model import MODES, POOLINGS, FinetuneModule
-from bertlab.heads import FEATURES, feature_signature
-from bertlab.model import BertEncoder
-from bertlab.report import tables_of
+from bertlab.files import atomic_dir, read_json, remove_tree, require, write_json
+from bertlab.modeling.export import CONFIG, load_plain
+from bertlab.modeling.heads import feature_signature
+from bertlab.modeling.model import BertEncoder
+from bertlab.runs import RESULT_KEYS, cell_fields, copy_twin, find_twin, run_key, values_at
+from bertlab.training.finetune_module import FinetuneModule
+from bertlab.training.kinds import KINDS, Lengths
+from bertlab.training.task_datamodule import TaskDataModule
+from bertlab.training.trainer import fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
 
 log = logging.getLogger(__name__)
 
@@ -52,29 +54,23 @@ class Result:
     items: dict[str, Any] | None = None  # what items.json holds
 
 
-def check_config(cfg: DictConfig) -> Task:
-    ft = cfg.finetune
-    if ft.mode not in MODES:
-        raise stage.UserError(f"finetune.mode={ft.mode!r}: expected one of {', '.join(MODES)}")
-    if ft.pooling not in POOLINGS:
-        raise stage.UserError(f"finetune.pooling={ft.pooling!r}: expected one of {', '.join(POOLINGS)}")
-    if ft.features not in FEATURES:
-        raise stage.UserError(f"finetune.features={ft.features!r}: expected one of {', '.join(FEATURES)}")
+def task_of(cfg: DictConfig) -> Task:
+    """The task `cfg.task` defines (its choice settings were checked at the door, `bertlab.settings`)."""
     try:
         return Task(**OmegaConf.to_container(cfg.task, resolve=True))
     except (TypeError, ValueError) as err:
-        raise stage.UserError(f"task: {err}") from err
+        raise UserError(f"task: {err}") from err
 
 
 def missing_data_reason(data_dir: Path, task: str) -> str | None:
     """Why the task has no data (the download stage left a `NO_DATA` note), or None if its data is there."""
-    task_dir = stage.require(data_dir / "download" / "tasks" / task, "download")
+    task_dir = require(data_dir / "download" / "tasks" / task, "download")
     note = task_dir / "NO_DATA"
     return note.read_text().strip() if note.exists() else None
 
 
 def load_tokenizer(data_dir: Path) -> tuple[Tokenizer, Path]:
-    path = stage.require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
+    path = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     return Tokenizer.from_file(str(path)), path
 
 
@@ -86,13 +82,13 @@ def load_encoder(
     and a smaller tokenizer would silently map text to the wrong embeddings."""
     d = data_dir / "pretrain" / name
     if not (d / "model.pt").exists() or not (d / CONFIG).exists():
-        raise stage.UserError(f"encoder {name!r}: no pretrained model in {d} (run the pretrain stage with name={name})")
-    vocab, tokens = stage.read_json(d / CONFIG)["vocab_size"], tokenizer.get_vocab_size()
+        raise UserError(f"encoder {name!r}: no pretrained model in {d} (run the pretrain stage with name={name})")
+    vocab, tokens = read_json(d / CONFIG)["vocab_size"], tokenizer.get_vocab_size()
     if vocab != tokens:
-        raise stage.UserError(f"{tokenizer_file} has {tokens} tokens but {d / CONFIG} has vocab_size {vocab}: "
-                              f"the encoder was pretrained with another tokenizer (rerun pretrain with this one)")
+        raise UserError(f"{tokenizer_file} has {tokens} tokens but {d / CONFIG} has vocab_size {vocab}: "
+                        f"the encoder was pretrained with another tokenizer (rerun pretrain with this one)")
     model, _ = load_plain(d, dropout=dropout, attention_dropout=dropout)
-    objective = stage.read_json(d / "metrics.json").get("objective") if (d / "metrics.json").exists() else None
+    objective = read_json(d / "metrics.json").get("objective") if (d / "metrics.json").exists() else None
     if objective is None:
         log.warning("%s has no metrics.json objective: treating the encoder as bidirectional", d)
     return model.encoder, objective == "ltr", objective
@@ -105,21 +101,21 @@ def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
     not written by this pretrain stage)."""
     ft = cfg.finetune
     metrics = data_dir / "pretrain" / ft.encoder / "metrics.json"
-    encoder = stage.read_json(metrics).get("run_key") if metrics.exists() else None
+    encoder = read_json(metrics).get("run_key") if metrics.exists() else None
     if encoder is None:
         return None
-    settings = select(cfg, RESULT_KEYS["finetune"])
+    settings = values_at(cfg, RESULT_KEYS["finetune"])
     settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
-    num_layers = stage.read_json(metrics.parent / CONFIG)["num_layers"]
+    num_layers = read_json(metrics.parent / CONFIG)["num_layers"]
     settings["finetune"]["features"] = (feature_signature(ft.features, num_layers)
                                         if ft.mode != "finetune" else None)
     inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]
-    return stage.run_key({"settings": settings, "encoder": encoder}, inputs)
+    return run_key({"settings": settings, "encoder": encoder}, inputs)
 
 
 def task_data(cfg: DictConfig, task: Task, tokenizer: Tokenizer, positions: int) -> TaskDataModule:
     """The task's splits, encoded within the encoder's `positions` (SQuAD with its own lengths and sizes)."""
-    ft, span = cfg.finetune, task.kind == "span"
+    ft, span = cfg.finetune, KINDS[task.kind].windows
     lengths = Lengths.capped(ft.squad_max_seq_length if span else ft.max_seq_length, ft.doc_stride,
                              ft.max_query_length, positions)
     data = TaskDataModule(
@@ -147,39 +143,33 @@ def build_module(cfg: DictConfig, task: Task, encoder: BertEncoder, causal: bool
     return module
 
 
-def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int, record: dict[str, Any]) -> pl.Trainer:
+def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int) -> pl.Trainer:
     """Lightning's trainer with the loggers writing into `work_dir` (the run's files until it completes)."""
-    loggers = stage.make_loggers(cfg, "finetune", work_dir, tables_of(OmegaConf.to_container(cfg.ablations), record))
+    loggers = make_loggers(cfg, "finetune", work_dir)
     return pl.Trainer(
-        max_epochs=cfg.finetune.epochs, **stage.trainer_devices(cfg.impl), gradient_clip_val=cfg.finetune.grad_clip,
+        max_epochs=cfg.finetune.epochs, **trainer_devices(cfg.impl), gradient_clip_val=cfg.finetune.grad_clip,
         logger=loggers, log_every_n_steps=min(10, steps_per_epoch),
-        callbacks=[LearningRateMonitor("step"), stage.progress_bar()], enable_checkpointing=False,
+        callbacks=[LearningRateMonitor("step"), progress_bar()], enable_checkpointing=False,
         default_root_dir=work_dir, num_sanity_val_steps=0,
     )
 
 
 def finetune(cfg: DictConfig) -> Result:
     """Run the stage on `cfg` (the composed Hydra config); writes `data/finetune/<name>/` and returns its record."""
-    task = check_config(cfg)
-    ft, data_dir = cfg.finetune, Path(cfg.data_dir)
+    task = task_of(cfg)
+    data_dir = Path(cfg.data_dir)
     out_dir = data_dir / "finetune" / cfg.name
-    frozen = ft.mode != "finetune"
-    record: dict[str, Any] = {
-        "name": cfg.name, "encoder": ft.encoder, "task": task.name, "seed": cfg.seed, "mode": ft.mode,
-        "features": ft.features if frozen else None,
-        "bilstm": ft.mode == "feature_based" or (not frozen and bool(ft.bilstm)),
-        "headline_metric": task.metric,
-    }
+    record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
     reason = missing_data_reason(data_dir, task.name)
     if reason is not None:
         return no_data(out_dir, record, reason)
     key = cell_key(cfg, data_dir)
-    twin = stage.find_twin(data_dir / "finetune", cfg.name, key) if key and cfg.impl.reuse_twins else None
+    twin = find_twin(data_dir / "finetune", cfg.name, key) if key and cfg.impl.reuse_twins else None
     if twin is not None:
         if rank_zero_only.rank > 0:
             return Result(record)
-        stage.copy_twin(twin, out_dir, {k: record[k] for k in ("name", "encoder", "features")})
-        return Result(stage.read_json(out_dir / "metrics.json"), items=stage.read_json(out_dir / "items.json"))
+        copy_twin(twin, out_dir, {k: record[k] for k in ("name", "encoder", "features")})
+        return Result(read_json(out_dir / "metrics.json"), items=read_json(out_dir / "items.json"))
     return train_and_score(cfg, task, record | {"run_key": key}, out_dir)
 
 
@@ -188,8 +178,8 @@ def no_data(out_dir: Path, record: dict[str, Any], reason: str) -> Result:
     print(f"{record['task']}: no data ({reason})")
     record |= {"status": "no data", "reason": reason, "metrics": {}, "headline": None, "floor": None,
                "train_examples": None, "eval_examples": None, "train_seconds": None, "eval_seconds": None}
-    with stage.atomic_dir(out_dir) as tmp:
-        stage.write_json(tmp / "metrics.json", record)
+    with atomic_dir(out_dir) as tmp:
+        write_json(tmp / "metrics.json", record)
     return Result(record)
 
 
@@ -197,7 +187,6 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     """Fine-tune the encoder on the task, score the dev set once, write metrics.json, items.json, the curve."""
     ft, data_dir = cfg.finetune, Path(cfg.data_dir)
     tokenizer, tokenizer_file = load_tokenizer(data_dir)
-    stage.apply_impl(cfg.impl)
     pl.seed_everything(cfg.seed, workers=True)
     encoder, causal, objective = load_encoder(data_dir, ft.encoder, ft.dropout, tokenizer, tokenizer_file)
     data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)
@@ -209,11 +198,11 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     work_root = data_dir / "checkpoints" / "finetune"
     work_dir = work_root / cfg.name
     if rank_zero_only.rank == 0:  # DDP re-runs this script in every rank: only the first one cleans up
-        stage.remove_tree(work_dir, work_root)
-    trainer = make_trainer(cfg, work_dir, max(1, math.ceil(len(data.train_rows) / ft.batch_size)), record)
+        remove_tree(work_dir, work_root)
+    trainer = make_trainer(cfg, work_dir, max(1, math.ceil(len(data.train_rows) / ft.batch_size)))
     # finetune.batch_size is the global batch: each process loads its share (Lightning's distributed sampler)
-    data.batch_size = stage.fit_global_batch(trainer, ft.batch_size, cfg.impl.max_device_batch, "finetune.batch_size")
-    data.pin_memory = stage.on_cuda(trainer)
+    data.batch_size = fit_global_batch(trainer, ft.batch_size, cfg.impl.max_device_batch, "finetune.batch_size")
+    data.pin_memory = on_cuda(trainer)
     start = time.perf_counter()
     with warnings.catch_warnings():  # evaluation runs once, after training, by `validate`
         warnings.filterwarnings("ignore", message=".*no `val_dataloader`.*")
@@ -235,21 +224,21 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
         "steps": trainer.global_step,
         "lengths": {"max_seq_length": lengths.max_seq_length, **(
             {"doc_stride": lengths.doc_stride, "max_query_length": lengths.max_query_length}
-            if task.kind == "span" else {})},
+            if KINDS[task.kind].windows else {})},
     }
     if trainer.is_global_zero:
-        with stage.atomic_dir(out_dir) as tmp:
+        with atomic_dir(out_dir) as tmp:
             if (work_dir / "metrics.csv").exists():
                 shutil.copy(work_dir / "metrics.csv", tmp / "metrics.csv")
-            stage.write_json(tmp / "metrics.json", record)
-            stage.write_json(tmp / "items.json", items)
-        stage.remove_tree(work_dir, work_root)
+            write_json(tmp / "metrics.json", record)
+            write_json(tmp / "items.json", items)
+        remove_tree(work_dir, work_root)
     log.info("%s: %s = %s (%s; floor %s) in %.1f s + %.1f s eval", cfg.name, task.metric, record["headline"], first,
              floor, train_seconds, eval_seconds)
     return Result(record, module, items)
 
 
-@stage.main
+@stage.main(named_runs=True)
 def run(cfg: DictConfig) -> None:
     finetune(cfg)
 

@@ -30,15 +30,18 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
-from bertlab import stage
-from bertlab.configs import RESULT_KEYS, select
+from bertlab import runs, stage
 from bertlab.data import unigram
 from bertlab.data.instances import load_instances
 from bertlab.data.masking import continuation_table
-from bertlab.export import save_hf, save_plain
-from bertlab.model import BertConfig, flops_per_token
-from bertlab.pretrain_module import EpochEndCheckpoint, PretrainData, PretrainModule, RunRecord
-from bertlab.report import tables_of
+from bertlab.errors import UserError
+from bertlab.files import atomic_dir, remove_tree, require, write_json
+from bertlab.modeling.export import save_hf, save_plain
+from bertlab.modeling.model import BertConfig, flops_per_token
+from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord
+from bertlab.training.pretrain_datamodule import PretrainData
+from bertlab.training.pretrain_module import PretrainModule
+from bertlab.training.trainer import fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ log = logging.getLogger(__name__)
 def run_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:
     """sha256 of all that changes a run's result: the code, the results-affecting settings (with the held-out masks'
     seed) and the input files (directories: every file in them)."""
-    return stage.run_key(select(cfg, [*RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
+    return runs.run_key(runs.values_at(cfg, [*runs.RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
 
 
 def resume_from(ckpt_dir: Path, key: str, max_steps: int) -> Path | None:
@@ -69,7 +72,7 @@ def resume_from(ckpt_dir: Path, key: str, max_steps: int) -> Path | None:
                 return last
             why = "other settings, code or inputs" if RunRecord.key_of(checkpoint) != key else "a finished run"
             log.info("not resuming from %s (%s): training from scratch", last, why)
-    stage.remove_tree(ckpt_dir, ckpt_dir.parent)
+    remove_tree(ckpt_dir, ckpt_dir.parent)
     return None
 
 
@@ -77,24 +80,24 @@ def check_static_masks(cfg: DictConfig) -> None:
     """Reference instances carry their masks: the objective must ask for the masking they were made with."""
     o, d = cfg.objective, cfg.pretrain_data
     if (o.mlm_probability, o.whole_word_masking) != (d.masked_lm_prob, d.whole_word_mask):
-        raise stage.UserError(
+        raise UserError(
             f"objective.mlm_probability={o.mlm_probability}, whole_word_masking={o.whole_word_masking}: the "
             f"instances carry static masks (pretrain_data.reference=true) made with masked_lm_prob="
             f"{d.masked_lm_prob}, whole_word_mask={d.whole_word_mask}; set them equal")
     if (o.mask_replace_prob, o.random_replace_prob) != (0.8, 0.1):
-        raise stage.UserError(
+        raise UserError(
             f"objective.mask_replace_prob={o.mask_replace_prob}, random_replace_prob={o.random_replace_prob}: the "
             "instances carry static masks (pretrain_data.reference=true) made with google's 80/10/10 rule; set 0.8, 0.1")
     if o.heldout_mlm_probability != o.mlm_probability:
-        raise stage.UserError(
+        raise UserError(
             f"objective.heldout_mlm_probability={o.heldout_mlm_probability}: the instances carry static masks "
             f"(pretrain_data.reference=true) made at masked_lm_prob={d.masked_lm_prob}; set it to mlm_probability")
 
 
 def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
                   floor: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
-    """`heldout_items.json` (see the contract): per held-out instance, the model's and the floor's NLL sums and
-    scored-position counts (`stage.write_json` writes a non-finite sum as null)."""
+    """`heldout_items.json`: per held-out instance, the model's and the floor's NLL sums and
+    scored-position counts (`write_json` writes a non-finite sum as null)."""
     def columns(loss_sum: np.ndarray, count: np.ndarray) -> dict[str, list]:
         return {"loss_sum": loss_sum.tolist(), "count": count.tolist()}
 
@@ -102,13 +105,12 @@ def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
             "floor": {"name": unigram.FLOOR_NAME, **columns(*floor)}}
 
 
-@stage.main
+@stage.main(named_runs=True)
 def run(cfg: DictConfig) -> None:
     data_dir = Path(cfg.data_dir)
-    tokenizer_file = stage.require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    instances_dir = stage.require(data_dir / "pretrain_data", "pretrain_data")
-    counts_file = stage.require(instances_dir / "unigram_counts.npy", "pretrain_data")
-    stage.apply_impl(cfg.impl)
+    tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
+    instances_dir = require(data_dir / "pretrain_data", "pretrain_data")
+    counts_file = require(instances_dir / "unigram_counts.npy", "pretrain_data")
     pl.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
     fmt, p = cfg.objective.data, cfg.pretrain
@@ -117,14 +119,14 @@ def run(cfg: DictConfig) -> None:
     short_steps = round(p.short_seq_fraction * p.max_steps)
     short_dir = instances_dir / f"train_{fmt}_short"
     if short_steps and not short_dir.exists():
-        raise stage.UserError(f"pretrain.short_seq_fraction={p.short_seq_fraction}: {short_dir} does not exist (set "
+        raise UserError(f"pretrain.short_seq_fraction={p.short_seq_fraction}: {short_dir} does not exist (set "
                               f"pretrain_data.short_seq_length and rerun the pretrain_data stage)")
     short = load_instances(short_dir) if short_steps else None
     if train.mlm_mask is not None and not cfg.objective.causal:
         check_static_masks(cfg)
     if len(train) < p.batch_size:
-        raise stage.UserError(f"pretrain.batch_size={p.batch_size} exceeds the {len(train)} training instances "
-                              f"in {instances_dir / f'train_{fmt}'}")
+        raise UserError(f"pretrain.batch_size={p.batch_size} exceeds the {len(train)} training instances "
+                        f"in {instances_dir / f'train_{fmt}'}")
     seq = train.input_ids.shape[1]
     config = BertConfig(
         vocab_size=tokenizer.get_vocab_size(), num_layers=cfg.model.num_layers, hidden_size=cfg.model.hidden_size,
@@ -140,31 +142,30 @@ def run(cfg: DictConfig) -> None:
 
     key = run_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
                         counts_file, *([short_dir] if short_steps else [])])
-    twin = stage.find_twin(data_dir / "pretrain", cfg.name, key) if cfg.impl.reuse_twins else None
+    twin = runs.find_twin(data_dir / "pretrain", cfg.name, key) if cfg.impl.reuse_twins else None
     if twin is not None:
         if rank_zero_only.rank == 0:
-            stage.copy_twin(twin, data_dir / "pretrain" / cfg.name, {"name": cfg.name})
+            runs.copy_twin(twin, data_dir / "pretrain" / cfg.name, {"name": cfg.name})
         return
     ckpt_dir = data_dir / "checkpoints" / "pretrain" / f"{cfg.name}-{key[:12]}"
     resume = resume_from(ckpt_dir, key, p.max_steps) if p.max_steps > 0 else None
     if resume:
         log.info("resuming from %s", resume)
-    loggers = stage.make_loggers(cfg, "pretrain", ckpt_dir, tables_of(OmegaConf.to_container(cfg.ablations),
-                                                                        {"encoder": cfg.name}))
+    loggers = make_loggers(cfg, "pretrain", ckpt_dir)
     record = RunRecord(key, loggers[0])
     trainer = pl.Trainer(
         max_steps=p.max_steps, max_epochs=-1,
-        **stage.trainer_devices(cfg.impl), gradient_clip_val=p.grad_clip,
+        **trainer_devices(cfg.impl), gradient_clip_val=p.grad_clip,
         check_val_every_n_epoch=None,
         logger=loggers, log_every_n_steps=10, use_distributed_sampler=False, enable_checkpointing=False,
         callbacks=[
-            record, EpochEndCheckpoint(ckpt_dir / "last.ckpt"), LearningRateMonitor("step"), stage.progress_bar(),
+            record, EpochEndCheckpoint(ckpt_dir / "last.ckpt"), LearningRateMonitor("step"), progress_bar(),
             ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0],
                               length_fn=lambda b: int(b["attention_mask"].sum())),
         ],
         default_root_dir=ckpt_dir, num_sanity_val_steps=0,
     )
-    micro = stage.fit_global_batch(trainer, p.batch_size, cfg.impl.max_device_batch, "pretrain.batch_size")
+    micro = fit_global_batch(trainer, p.batch_size, cfg.impl.max_device_batch, "pretrain.batch_size")
     trainer.val_check_interval = p.val_every_steps * trainer.accumulate_grad_batches  # in batches: optimizer steps
     # for ThroughputMonitor's FLOP/s: full batches, the labelled fraction predicted (all positions for LTR)
     module.flops_per_batch = micro * seq * flops_per_token(
@@ -177,7 +178,7 @@ def run(cfg: DictConfig) -> None:
     data = PretrainData(train, heldout, collate, batch_size=micro, seed=cfg.seed,
                         checkpoint_every=max(1, p.checkpoint_every_steps), heldout_mask_seed=cfg.pretrain_data.seed,
                         eval_batch_size=cfg.impl.eval_batch_size, num_workers=cfg.impl.num_workers,
-                        pin_memory=stage.on_cuda(trainer),
+                        pin_memory=on_cuda(trainer),
                         heldout_mlm_probability=cfg.objective.heldout_mlm_probability, short=short,
                         short_steps=short_steps)
     if p.max_steps > 0:
@@ -192,23 +193,23 @@ def run(cfg: DictConfig) -> None:
     floor = unigram.item_losses(data.val_dataloader(), unigram.log_probs(np.load(counts_file)))
     ppl, floor_ppl = unigram.perplexity(*scored), unigram.perplexity(*floor)
     kind = "next-token" if cfg.objective.causal else "masked-token"
-    with stage.atomic_dir(data_dir / "pretrain" / cfg.name) as out:
+    with atomic_dir(data_dir / "pretrain" / cfg.name) as out:
         save_plain(module.model, config, out)
         save_hf(module.model, config, out / "hf", causal=cfg.objective.causal)
         record.write_curve(out / "metrics.csv")
-        stage.write_json(out / "heldout_items.json", heldout_items(fmt, kind, scored, floor))
-        stage.write_json(out / "metrics.json", {
-            "name": cfg.name, "objective": cfg.objective.name, "nsp": cfg.objective.nsp,
-            "shape": {"num_layers": config.num_layers, "hidden_size": config.hidden_size,
-                      "num_heads": config.num_heads, "intermediate_size": config.intermediate_size},
-            "preset": cfg.model.name, "parameters": n_params,
-            "steps": trainer.global_step, "train_seconds": round(seconds, 1),
-            "global_batch": global_batch, "max_seq_length": seq,
-            "train_tokens": trainer.global_step * global_batch * seq,  # positions, padding included
-            "heldout_mlm_loss": math.log(ppl), "heldout_ppl": ppl, "heldout_unigram_ppl": floor_ppl,
-            "heldout_kind": kind, "run_key": key,
+        write_json(out / "heldout_items.json", heldout_items(fmt, kind, scored, floor))
+        write_json(out / "metrics.json", {
+      "name": cfg.name, "objective": cfg.objective.name, "nsp": cfg.objective.nsp,
+      "shape": {"num_layers": config.num_layers, "hidden_size": config.hidden_size,
+                "num_heads": config.num_heads, "intermediate_size": config.intermediate_size},
+      "preset": cfg.model.name, "parameters": n_params,
+      "steps": trainer.global_step, "train_seconds": round(seconds, 1),
+      "global_batch": global_batch, "max_seq_length": seq,
+      "train_tokens": trainer.global_step * global_batch * seq,  # positions, padding included
+      "heldout_mlm_loss": math.log(ppl), "heldout_ppl": ppl, "heldout_unigram_ppl": floor_ppl,
+      "heldout_kind": kind, "run_key": key,
         })
-    stage.remove_tree(ckpt_dir, ckpt_dir.parent)
+    remove_tree(ckpt_dir, ckpt_dir.parent)
     log.info("held-out perplexity %.2f (unigram floor %.2f) after %d steps", ppl, floor_ppl, trainer.global_step)
 
 

@@ -32,6 +32,8 @@ from torch.utils.data import DataLoader
 
 from bertlab import stage
 from bertlab.data import unigram
+from bertlab.errors import UserError
+from bertlab.files import atomic_dir, require, write_json
 from bertlab.data.corpus import (
     TextColumn, heldout_split, no_sentence_pairs, require_sentence_pairs, sample_documents, tokenize_documents,
 )
@@ -50,8 +52,8 @@ def heldout_sample(instances: Instances, n: int, seed: int, what: str) -> Instan
     """`n` of `instances`, drawn uniformly (seeded) so they spread over every held-out document, in their order;
     a UserError when there are fewer."""
     if len(instances) < n:
-        raise stage.UserError(f"pretrain_data.heldout_instances={n}: the held-out documents make only "
-                              f"{len(instances)} {what} instances; raise corpus.heldout_documents or lower it")
+        raise UserError(f"pretrain_data.heldout_instances={n}: the held-out documents make only "
+                        f"{len(instances)} {what} instances; raise corpus.heldout_documents or lower it")
     keep = np.sort(np.random.default_rng(seed).choice(len(instances), n, replace=False))
     return Instances(**{f.name: None if (v := getattr(instances, f.name)) is None else v[keep]
                         for f in dataclasses.fields(Instances)})
@@ -119,19 +121,19 @@ def nsp_stats(inst: Instances) -> dict[str, float]:
     }
 
 
-@stage.main
+@stage.main()
 def run(cfg: DictConfig) -> None:
     data_dir = Path(cfg.data_dir)
-    tokenizer_file = stage.require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
+    tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
-    corpus = datasets.load_from_disk(str(stage.require(data_dir / "download" / "corpus", "download")))
+    corpus = datasets.load_from_disk(str(require(data_dir / "download" / "corpus", "download")))
     c, p = cfg.corpus, cfg.pretrain_data
     texts = TextColumn(corpus)
     heldout_texts, training = heldout_split(sample_documents(texts, c.max_chars, c.seed), c.heldout_documents)
     heldout_docs = tokenize_documents(heldout_texts, tokenizer)
     require_sentence_pairs(heldout_docs, f"the {c.heldout_documents} held-out documents (corpus.heldout_documents)")
     added = added_documents(c, cfg.download.tasks, data_dir / "download" / "tasks")
-    with stage.atomic_dir(data_dir / "pretrain_data") as tmp:
+    with atomic_dir(data_dir / "pretrain_data") as tmp:
         build = partial(train_shard, p=p, tokenizer_file=str(tokenizer_file), out=tmp / "shards")
         shards = []
         for shard in map_shards(build, shard_texts(itertools.chain(training, added), p.shard_chars),
@@ -140,7 +142,7 @@ def run(cfg: DictConfig) -> None:
             log.info("shard %d: %d documents, %.1f M characters -> %s", len(shards) - 1, shard["documents"],
                      shard["characters"] / 1e6, shard["instances"])
         if not any(shard["multi_sentence"] for shard in shards):
-            raise stage.UserError(no_sentence_pairs("the training documents", sum(s["documents"] for s in shards)))
+            raise UserError(no_sentence_pairs("the training documents", sum(s["documents"] for s in shards)))
         sets = {name: merge(sorted((tmp / "shards").glob(f"*/{name}")), tmp / name)
                 for suffix in training_lengths(p) for name in (f"train_nsp{suffix}", f"train_packed{suffix}")}
         sets |= heldout_sets(heldout_docs, p, tokenizer)
@@ -170,7 +172,7 @@ def finish(sets: dict[str, Instances], counts: np.ndarray, shards: list[dict[str
     for name in ("heldout_nsp", "heldout_packed"):
         save_instances(sets[name], out / name)
     np.save(out / "unigram_counts.npy", counts)
-    stage.write_json(out / "stats.json", stats)
+    write_json(out / "stats.json", stats)
     log.info("instances: %s; NSP: %s; held-out unigram perplexity: %s",
              stats["instances"], stats["nsp"], stats["heldout_unigram_ppl"])
 

@@ -2,7 +2,8 @@
 
 Hydra composes whatever it is given (`pretrain.lr=abc` is a string; `name=..` a path), so each stage, and the
 `configs` stage for every run of the pipeline at once, calls `check` first: a bad setting stops the run with one
-line naming it (`stage.UserError`, exit status 2), and nothing is written or deleted.
+line naming it (`UserError`, exit status 2), and nothing is written or deleted: numbers by type and range
+(`SETTINGS`), choices by name (`CHOICES`), and the settings that must agree.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab.model import POSITIONS
-from bertlab.stage import UserError
+from bertlab.errors import UserError
 
 NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
 
@@ -96,6 +96,17 @@ SETTINGS: dict[str, Number] = {
 }
 
 
+# Every setting that names one of a few choices, and its choices (the code's tables are keyed by these names).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "tokenizer.kind": ("wordpiece", "bpe"),
+    "objective.name": ("mlm_nsp", "mlm", "ltr"), "objective.data": ("nsp", "packed"),
+    "task.kind": ("classification", "regression", "span", "tagging"),
+    "finetune.mode": ("finetune", "feature_based", "probe"), "finetune.pooling": ("cls", "mean"),
+    "finetune.features": ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "sum_all"),
+    "logger.kind": ("wandb", "csv", "none"), "pretrain.positions": ("absolute", "rotary"),
+}
+
+
 def check_name(name: Any) -> str:
     """`name` if it is a single safe path component (it names output directories that reruns replace)."""
     if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
@@ -118,6 +129,9 @@ def check(cfg: DictConfig) -> None:
             raise UserError(f"{key}: expected a single value, got {OmegaConf.to_yaml(value).strip()!r}")
         if why := rule.problem(value):
             raise UserError(f"{key}={value!r}: {why}")
+    for key, choices in CHOICES.items():
+        if _has(cfg, key) and (value := OmegaConf.select(cfg, key)) not in choices:
+            raise UserError(f"{key}={value!r}: expected one of {', '.join(choices)}")
     if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not OmegaConf.select(cfg, "objective.causal"):
         raise UserError("objective.mlm_probability=0: a masked-LM objective needs a masking rate > 0")
     shares = [OmegaConf.select(cfg, f"objective.{k}_replace_prob") for k in ("mask", "random")]
@@ -128,9 +142,6 @@ def check(cfg: DictConfig) -> None:
     if length and short and (length % short or short >= length):
         raise UserError(f"pretrain_data.short_seq_length={short}: must divide max_seq_length={length} and be shorter "
                         "(a short batch holds the same tokens)")
-    positions = OmegaConf.select(cfg, "pretrain.positions")
-    if positions is not None and positions not in POSITIONS:
-        raise UserError(f"pretrain.positions={positions!r}: expected one of {', '.join(POSITIONS)}")
     heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")

@@ -15,13 +15,11 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from bertlab import stage
 from bertlab.data.corpus import TextColumn, heldout_split, sample_documents
 from bertlab.data.task_text import added_documents
+from bertlab.data.vocab import CLS_ID, CONTINUATION_PREFIX, SEP_ID, SPECIAL_TOKENS
+from bertlab.errors import UserError
+from bertlab.files import atomic_dir, require
 
 log = logging.getLogger(__name__)
-
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, in this order
-PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
-CONTINUATION_PREFIX = "##"
-KINDS = ("wordpiece", "bpe")
 
 
 def new_tokenizer(kind: str, lowercase: bool) -> tuple[Tokenizer, trainers.Trainer]:
@@ -100,19 +98,17 @@ def training_texts(cfg: DictConfig, texts: Sequence[str]) -> Iterator[str]:
     return itertools.chain(training, added)
 
 
-@stage.main
+@stage.main()
 def run(cfg: DictConfig) -> None:
     t = cfg.tokenizer
-    if t.kind not in KINDS:
-        raise stage.UserError(f"tokenizer.kind={t.kind!r}: expected one of {', '.join(KINDS)}")
-    corpus = datasets.load_from_disk(str(stage.require(Path(cfg.data_dir) / "download" / "corpus", "download")))
+    corpus = datasets.load_from_disk(str(require(Path(cfg.data_dir) / "download" / "corpus", "download")))
     tok = train_tokenizer(training_texts(cfg, TextColumn(corpus)), kind=t.kind, vocab_size=t.vocab_size,
                           lowercase=t.lowercase, min_frequency=t.min_frequency)
     if tok.get_vocab_size() > t.vocab_size:  # the trainer keeps every character it saw, whatever the size asked
-        raise stage.UserError(f"tokenizer.vocab_size={t.vocab_size} is below the {tok.get_vocab_size()} tokens that "
-                              "the corpus's characters and the special tokens need alone: raise it")
+        raise UserError(f"tokenizer.vocab_size={t.vocab_size} is below the {tok.get_vocab_size()} tokens that "
+                        "the corpus's characters and the special tokens need alone: raise it")
     out = Path(cfg.data_dir) / "tokenizer"
-    with stage.atomic_dir(out) as tmp:
+    with atomic_dir(out) as tmp:
         tok.save(str(tmp / "tokenizer.json"))
     log.info("%s vocabulary of %d tokens -> %s", t.kind, tok.get_vocab_size(), out / "tokenizer.json")
 

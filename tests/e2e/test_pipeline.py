@@ -9,26 +9,29 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import REPO, SHARED_DATA
+from tests.helpers import REPO
 
-pytestmark = pytest.mark.skipif(
-    not (SHARED_DATA / "MANIFEST.md").exists(),
-    reason=f"{SHARED_DATA} is absent: the end-to-end test needs the local dataset mirror",
-)
+Run = Callable[[list[str], Path], subprocess.CompletedProcess]
 
 
-def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BERTLAB_DATA_MIRROR": str(SHARED_DATA), "WANDB_MODE": "offline",
-           "PYTHONPATH": str(cwd / "src"),  # the copy's code and conf/, not the installed checkout's
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done
+@pytest.fixture(scope="module")
+def run(shared_data: Path) -> Run:
+    """Runs a command in a copy of the repo against the real data mirror (the tests are skipped without it)."""
+    def run_in(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+        env = {**os.environ, "BERTLAB_DATA_MIRROR": str(shared_data), "WANDB_MODE": "offline",
+               "PYTHONPATH": str(cwd / "src"),  # the copy's code and conf/, not the installed checkout's
+               "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+        assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        return done
+
+    return run_in
 
 
 def stages_run(output: str) -> set[str]:
@@ -36,7 +39,7 @@ def stages_run(output: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def repo(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
     """The project's files (as git sees them, committed or not) in a fresh git repo, set to the smoke profile."""
     dest = tmp_path_factory.mktemp("e2e") / "bertlab"
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
@@ -60,7 +63,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
-def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path) -> None:
+def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path, run: Run) -> None:
     done = run(["dvc", "repro"], repo)
     assert {"configs", "download", "tokenizer", "pretrain_data", "ablations"} <= stages_run(done.stdout)
     report = (repo / "reports/ablations.md").read_text()
@@ -92,14 +95,14 @@ def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path) -> None:
         assert records[0]["run_key"] == records[1]["run_key"]
 
 
-def test_second_repro_is_a_fast_no_op(repo: Path) -> None:
+def test_second_repro_is_a_fast_no_op(repo: Path, run: Run) -> None:
     start = time.perf_counter()
     done = run(["dvc", "repro"], repo)
     assert time.perf_counter() - start < 15
     assert not stages_run(done.stdout)
 
 
-def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path) -> None:
+def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path, run: Run) -> None:
     conf = repo / "conf/objective/ltr.yaml"  # read by pretrain@ltr only; its encoder feeds one fine-tuning cell
     conf.write_text(conf.read_text().replace("whole_word_masking: false", "whole_word_masking: true"))
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
@@ -109,7 +112,7 @@ def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path) -> None:
     assert stages_run(run(["dvc", "repro"], repo).stdout) == {"configs"}  # speed-only: no result reruns
 
 
-def test_a_task_seed_list_change_reruns_only_that_task(repo: Path) -> None:
+def test_a_task_seed_list_change_reruns_only_that_task(repo: Path, run: Run) -> None:
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["finetune"]["mrpc"]["seeds"] = [1, 2]
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -120,7 +123,7 @@ def test_a_task_seed_list_change_reruns_only_that_task(repo: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_queued_experiment_reruns_only_what_its_params_change(repo: Path) -> None:
+def test_a_queued_experiment_reruns_only_what_its_params_change(repo: Path, run: Run) -> None:
     run(["dvc", "repro"], repo)  # the baseline (a no-op after the tests above)
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "baseline"], cwd=repo,

@@ -1,6 +1,6 @@
 """The paper's claims as paired contrasts, on synthetic results whose differences are set by hand
-(tests/unit/report_data.py): a clear win is reproduced, a reversed one contradicted, a tie unresolved, a missing
-side not measured; the intervals are `bertlab.stats.compare`'s on the cells' per-item files."""
+(tests/report_data.py): a clear win is reproduced, a reversed one contradicted, a tie unresolved, a missing
+side not measured; the intervals are `bertlab.report.stats.compare`'s on the cells' per-item files."""
 
 import json
 from pathlib import Path
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from bertlab import stats
-from bertlab.report import collect
+from bertlab.errors import UserError
+from bertlab.report import collect, stats
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.markdown import findings_section
-from bertlab.stage import CONF_DIR, UserError
-from tests.unit.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, write_data
+from bertlab.stage import CONF_DIR
+from tests.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, write_data
 
 SPEC: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))
 FAST = SPEC | {"bootstrap": {"draws": 1000, "seed": 0, "level": 0.95}}

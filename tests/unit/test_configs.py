@@ -7,8 +7,10 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from bertlab.configs import RESULT_KEYS, runs, write_all
-from bertlab.stage import CONF_DIR, UserError
+from bertlab.configs import runs, write_all
+from bertlab.errors import UserError
+from bertlab.runs import RESULT_KEYS
+from bertlab.stage import CONF_DIR
 
 PARAMS = {
     "profile": "smoke",
@@ -59,6 +61,18 @@ def test_written_configs_are_complete_and_keys_are_results_only(tmp_path: Path) 
     assert "impl" not in key and "logger" not in key and set(key) == {"overrides", *RESULT_KEYS["pretrain"]}
 
 
+def test_training_runs_carry_their_wandb_tags_the_tables_that_use_them(tmp_path: Path) -> None:
+    write_all(PARAMS, tmp_path / "configs")
+
+    def tags(stage: str, name: str) -> list[str]:
+        return yaml.safe_load((tmp_path / "configs" / stage / f"{name}.yaml").read_text())["logger"]["tags"]
+
+    assert tags("pretrain", "bert") == ["table5", "table7"] and tags("pretrain", "ltr") == ["table5"]
+    assert tags("finetune", "sst2-ltr-finetune-1") == ["table5"]
+    assert tags("finetune", "conll2003-bert-sum_all-1") == ["table7"]
+    assert tags("download", "download") == []
+
+
 def test_speed_settings_never_reach_a_key_file(tmp_path: Path) -> None:
     cpu = compose_with("profile=smoke")
     gpu = compose_with("profile=smoke", "impl=gpu")
@@ -86,7 +100,7 @@ def test_every_profile_composes(profile: str) -> None:
 
 
 def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
-    from bertlab.stage import UserError
+    from bertlab.errors import UserError
 
     with pytest.raises(UserError, match="pretrain run 'bad'"):
         write_all({**PARAMS, "pretrain": {"bad": ["objective=nonsense"]}}, tmp_path / "configs")

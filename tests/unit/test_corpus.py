@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from bertlab.data.corpus import sample_documents, split_sentences, token_dtype, tokenize_documents
-from bertlab.tokenizer import CLS_ID, SEP_ID, train_tokenizer
+from bertlab.data.vocab import CLS_ID, SEP_ID
+from bertlab.tokenizer import train_tokenizer
 
 BOOK = """\
 CHAPTER I.

@@ -7,11 +7,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from bertlab.data.datamodule import Lengths, TaskDataModule, subsample
 from bertlab.data.tasks import Task
+from bertlab.errors import UserError
 from bertlab.evaluate import GlueEvaluator
-from bertlab.stage import CONF_DIR, UserError
+from bertlab.stage import CONF_DIR
 from bertlab.tokenizer import train_tokenizer
+from bertlab.training.kinds import Lengths
+from bertlab.training.task_datamodule import TaskDataModule, subsample
 
 SST2 = Task(name="sst2", kind="classification", hub_id="x", config="x", text_columns=("sentence",),
             label_column="label", num_labels=2, train_split="train", eval_splits=("validation",), metric="accuracy")

@@ -1,4 +1,4 @@
-"""bertlab.export: plain round trip, Hugging Face layout loadable by transformers, HF -> bertlab import."""
+"""bertlab.modeling.export: plain round trip, Hugging Face layout loadable by transformers, HF -> bertlab import."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertlab.export import bertlab_to_hf, config_to_hf, hf_to_bertlab, load_hf, load_plain, save_hf, save_plain
-from bertlab.model import BertConfig, BertForPretraining, rotary_angles, rotate
+from bertlab.modeling.export import bertlab_to_hf, config_to_hf, hf_to_bertlab, load_hf, load_plain, save_hf, save_plain
+from bertlab.modeling.model import BertConfig, BertForPretraining, rotary_angles, rotate
 
 VOCAB = 100
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bertlab.heads import FEATURES, BiLSTM, LayerFeatures, LinearHead, ScalarMix, SpanHead, feature_signature
+from bertlab.modeling.heads import FEATURES, BiLSTM, LayerFeatures, LinearHead, ScalarMix, SpanHead, feature_signature
 
 H, L = 8, 5  # hidden size, transformer layers
 

@@ -3,8 +3,6 @@ the tokenizer."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +10,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from bertlab.data.corpus import heldout_split, sample_documents
-from bertlab.data.instances import load_instances
+from bertlab.errors import UserError
 from bertlab.pretrain_data import heldout_sets
-from bertlab.stage import UserError
 from bertlab.tokenizer import training_texts
-from tests.unit.test_stages import prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 
 def options(**overrides) -> OmegaConf:
@@ -54,20 +50,3 @@ def test_the_tokenizer_never_sees_a_heldout_document(tmp_path: Path) -> None:
     heldout, training = heldout_split(sample_documents(texts, 10**9, 3), 7)  # as pretrain_data splits (its budget)
     seen = list(training_texts(cfg, texts))
     assert len(heldout) == 7 and not set(heldout) & set(seen) and set(heldout) | set(seen) == set(texts)
-
-
-def test_reference_instances_train_on_their_static_masks_and_the_floor_scores_them(
-        prepared: Path, tmp_path: Path) -> None:  # noqa: F811
-    for part in ("download", "tokenizer"):
-        shutil.copytree(prepared / part, tmp_path / part)
-    done = stage("pretrain_data", tmp_path, "pretrain_data.reference=true", "pretrain_data.max_predictions_per_seq=6")
-    assert done.returncode == 0, done.stderr[-3000:]
-    heldout = load_instances(tmp_path / "pretrain_data/heldout_nsp")
-    assert heldout.mlm_mask is not None and (heldout.mlm_mask.sum(1) <= 6).all()
-    wrong = stage("pretrain", tmp_path, "name=r", "objective.mlm_probability=0.2")
-    assert wrong.returncode == 2 and wrong.stderr.strip().splitlines()[-1].startswith(
-        "error: objective.mlm_probability=0.2, whole_word_masking=False: the instances carry static masks")
-    done = stage("pretrain", tmp_path, "name=r", "pretrain.max_steps=2")
-    assert done.returncode == 0, done.stderr[-3000:]
-    items = json.loads((tmp_path / "pretrain/r/heldout_items.json").read_text())
-    assert items["model"]["count"] == items["floor"]["count"] == heldout.mlm_mask.sum(1).tolist()  # the static masks

@@ -13,7 +13,7 @@ from bertlab.data.instances import (
     NOT_NEXT, InstanceDataset, _truncate_pair, create_nsp_instances, create_packed_instances, load_instances,
     save_instances,
 )
-from bertlab.tokenizer import CLS_ID, PAD_ID, SEP_ID
+from bertlab.data.vocab import CLS_ID, PAD_ID, SEP_ID
 
 NUM_SPECIAL = 5
 MAX_SEQ = 64

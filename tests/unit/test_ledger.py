@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
+from bertlab.files import write_json
 from bertlab.report.collect import Results, read_timing
 from bertlab.report.ledger import finetune_rows, ledger_section, pretrain_rows, stage_rows
-from bertlab.stage import process_age, write_json
 
 
 def results(timing: dict) -> Results:
@@ -64,16 +61,3 @@ def test_read_timing_reads_what_each_stage_left(tmp_path: Path) -> None:
     (tmp_path / "timing" / "unknown_stage").mkdir()
     assert read_timing(tmp_path) == {"finetune": {"sst2-bert-finetune-1": {"startup_seconds": 5.5,
                                                                           "process_seconds": 40.0}}}
-
-
-def test_a_stage_process_records_its_start_up_and_total_time(tmp_path: Path, mirror: Path) -> None:
-    """Real stage processes: a completed one leaves its times (start-up: at least the interpreter and imports), a
-    refused one leaves none."""
-    assert 0 < process_age() < 24 * 3600
-    run = [sys.executable, "-m", "bertlab.download", f"data_dir={tmp_path}", f"mirror={mirror}", "logger=none"]
-    assert subprocess.run(run, capture_output=True, text=True).returncode == 0
-    record = json.loads((tmp_path / "timing" / "download" / "download.json").read_text())
-    assert 0.3 < record["startup_seconds"] < record["process_seconds"] < 300
-    refused = subprocess.run([sys.executable, "-m", "bertlab.tokenizer", f"data_dir={tmp_path}", "logger=none",
-                              "tokenizer.kind=nope"], capture_output=True, text=True)
-    assert refused.returncode == 2 and not (tmp_path / "timing" / "tokenizer").exists()

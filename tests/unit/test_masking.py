@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from bertlab.data.instances import InstanceDataset, create_nsp_instances, create_packed_instances
-from bertlab.data.masking import IGNORE_INDEX, PretrainingCollator, continuation_table, mask_tokens
-from bertlab.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID, train_tokenizer
+from bertlab.data.masking import PretrainingCollator, continuation_table, mask_tokens
+from bertlab.data.vocab import CLS_ID, IGNORE_INDEX, MASK_ID, PAD_ID, SEP_ID
+from bertlab.tokenizer import train_tokenizer
 
 VOCAB = 30000
 NUM_SPECIAL = 5

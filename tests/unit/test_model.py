@@ -1,4 +1,4 @@
-"""bertlab.model: equivalence with transformers' BERT, masked-only MLM head, causal mode, init, FLOP count."""
+"""bertlab.modeling.model: equivalence with transformers' BERT, masked-only MLM head, causal mode, init, FLOP count."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlab.export import config_to_hf, hf_to_bertlab
-from bertlab.model import (
+from bertlab.modeling.export import config_to_hf, hf_to_bertlab
+from bertlab.modeling.model import (
     BertConfig, BertEncoder, BertForPretraining, DecoderCrossEntropy, Dropout, flops_per_token,
 )
 

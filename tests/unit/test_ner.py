@@ -6,7 +6,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from bertlab.data.ner import encode_words, word_predictions
-from bertlab.tokenizer import CLS_ID, SEP_ID, train_tokenizer
+from bertlab.data.vocab import CLS_ID, SEP_ID
+from bertlab.tokenizer import train_tokenizer
 
 # Tag ids of conf/task/conll2003.yaml: O=0 B-PER=1 I-PER=2 B-ORG=3 I-ORG=4 B-LOC=5 I-LOC=6 B-MISC=7 I-MISC=8
 WORDS = [
@@ -14,7 +15,6 @@ WORDS = [
     ["Rome", "is", "nice"],
 ]
 TAGS = [[1, 2, 0, 0, 5, 0, 0, 0], [5, 0, 0]]
-MIRROR = Path("/work/shared/data/eriktks/conll2003/conll2003")
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +62,11 @@ def test_words_cut_off_by_max_length_get_o(tokenizer: Tokenizer) -> None:
     assert predicted == [tag if w in kept else 0 for w, tag in enumerate([5, 0, 0, 5])]
 
 
-@pytest.mark.skipif(not MIRROR.is_dir(), reason=f"no local CoNLL-2003 mirror at {MIRROR}")
-def test_real_dev_sentences_round_trip() -> None:
+def test_real_dev_sentences_round_trip(shared_data: Path) -> None:
     import pyarrow.parquet as pq
 
-    rows = pq.read_table(next(MIRROR.glob("validation-*.parquet")), columns=["tokens", "ner_tags"]).slice(0, 200)
+    dev = next((shared_data / "eriktks/conll2003/conll2003").glob("validation-*.parquet"))
+    rows = pq.read_table(dev, columns=["tokens", "ner_tags"]).slice(0, 200)
     words, tags = rows.column("tokens").to_pylist(), rows.column("ner_tags").to_pylist()
     tokenizer = train_tokenizer([" ".join(w) for w in words], vocab_size=1000)
     encoded = encode_words(tokenizer, words, tags, max_length=512)

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertlab.data.masking import IGNORE_INDEX, PretrainingCollator
 from bertlab.data.instances import InstanceDataset
+from bertlab.data.masking import PretrainingCollator
 from bertlab.data.reference import create_reference_nsp_instances, create_reference_packed_instances
+from bertlab.data.vocab import IGNORE_INDEX
 
 CLS, SEP, MASK = 2, 3, 4
 VOCAB = 500

@@ -1,11 +1,8 @@
-"""The ablations report on synthetic results (tests/unit/report_data.py): tables, floors, files, W&B."""
+"""The ablations report on synthetic results (tests/report_data.py): tables, floors, files, W&B."""
 
 import csv
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +10,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from bertlab import ablations, stats
-from bertlab.report import cells, collect, tables_of
+from bertlab import ablations
+from bertlab.errors import UserError
+from bertlab.report import cells, collect, stats, tables_of
 from bertlab.report.collect import Results
-from bertlab.stage import CONF_DIR, UserError
-from tests.unit.report_data import BASE, FINETUNE, LOSS_CSV, MANIFEST, PRETRAIN, SMALL, ft, pre, write_data
+from bertlab.stage import CONF_DIR
+from tests.report_data import BASE, FINETUNE, LOSS_CSV, MANIFEST, PRETRAIN, SMALL, ft, pre, write_data
 
 SPEC: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))
 
@@ -130,12 +128,6 @@ def test_rows_pick_runs_by_mode_features_and_bilstm(built) -> None:
 ])
 def test_tables_of_a_run(run: dict[str, Any], tables: list[str]) -> None:
     assert tables_of(SPEC, run) == tables
-
-
-def test_tables_of_is_a_light_import() -> None:
-    code = "import sys; import bertlab.report; print(sorted({'matplotlib', 'numpy', 'torch'} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert out.strip() == "[]"
 
 
 def test_table6_rejects_a_run_of_another_size() -> None:
@@ -257,18 +249,6 @@ def test_stage_twice_gives_the_same_markdown(built, tmp_path: Path) -> None:
     first = md.read_text()
     ablations.build(cfg, profile="smoke")
     assert md.read_text() == first
-
-
-def test_cli_names_the_hydra_profile(tmp_path: Path) -> None:
-    write_data(tmp_path / "data")
-    env = os.environ | {"WANDB_MODE": "offline", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
-    subprocess.run(
-        [sys.executable, "-m", "bertlab.ablations", "profile=smoke", f"data_dir={tmp_path / 'data'}",
-         f"ablations.report_dir={tmp_path / 'reports'}", "logger=none", f"hydra.run.dir={tmp_path / 'hydra'}",
-         "ablations.bootstrap.draws=200"],
-        check=True, env=env, capture_output=True,
-    )
-    assert "- Profile: `smoke`;" in (tmp_path / "reports" / "ablations.md").read_text()
 
 
 def test_wandb_offline_run(built, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,16 +1,14 @@
-"""Training instances built shard by shard: grouping, merging, and the same output whatever the process count."""
+"""Training instances built shard by shard: grouping and merging (the same output whatever the process count:
+tests/e2e/test_pretrain_data.py)."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 
-from bertlab.data.instances import create_nsp_instances, load_instances, save_instances
+from bertlab.data.instances import create_nsp_instances, save_instances
 from bertlab.data.shards import merge, shard_texts
-from tests.unit.test_stages import prepared, stage  # noqa: F401  (prepared: the stages' shared fixture)
 
 
 def test_shards_group_consecutive_documents_by_characters() -> None:
@@ -30,24 +28,6 @@ def test_merge_concatenates_every_field(tmp_path: Path) -> None:
     for name, column in vars(merged).items():
         if column is not None:
             assert np.array_equal(column, np.concatenate([getattr(p, name) for p in parts])), name
-
-
-def test_sharded_build_is_the_same_with_one_process_or_two(prepared: Path, tmp_path: Path) -> None:  # noqa: F811
-    outputs = []
-    for processes in (1, 2):
-        data = tmp_path / str(processes)
-        for part in ("download", "tokenizer"):
-            shutil.copytree(prepared / part, data / part)
-        done = stage("pretrain_data", data, "pretrain_data.shard_chars=3000", f"impl.data_processes={processes}")
-        assert done.returncode == 0, done.stderr[-3000:]
-        outputs.append(data / "pretrain_data")
-    one, two = (json.loads((out / "stats.json").read_text()) for out in outputs)
-    assert one == two and one["shards"] >= 3
-    assert one["documents"]["train"] == json.loads((prepared / "pretrain_data/stats.json").read_text())[
-        "documents"]["train"]  # every training document, in some shard
-    for name in ("train_nsp", "train_packed", "heldout_nsp"):
-        a, b = load_instances(outputs[0] / name), load_instances(outputs[1] / name)
-        assert np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.document_index, b.document_index)
 
 
 def test_a_profile_that_reads_its_corpus_many_times_says_so_in_one_line(caplog) -> None:

@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.data.sources import MIRROR_ENV, SourceError, load_split, mirror_contents
+from bertlab.data.sources import MIRROR_ENV, load_split, mirror_contents
+from bertlab.errors import SourceError
 
 
 def test_mirror_split_loads_by_hub_id(mirror: Path) -> None:

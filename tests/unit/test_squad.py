@@ -7,7 +7,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from bertlab.data.squad import encode_squad, postprocess
-from bertlab.tokenizer import CLS_ID, SEP_ID, train_tokenizer
+from bertlab.data.vocab import CLS_ID, SEP_ID
+from bertlab.tokenizer import train_tokenizer
 
 CONTEXT = "Tourists love it. The Golden Gate Bridge, opened in 1937, spans the strait near San Francisco."
 # One token per word or punctuation mark (checked in `test_context_tokens`):
@@ -20,7 +21,6 @@ ANSWER_START = CONTEXT.index(ANSWER)
 # 4 tokens: [0, 8) cuts the answer, [4, 12) holds it whole, [8, 16) cuts it, [12, 20) misses it.
 SETTINGS = {"max_length": 14, "doc_stride": 4, "max_query_length": 3}
 PREFIX = 5  # [CLS] + 3 question tokens + [SEP]
-MIRROR = Path("/work/shared/data/rajpurkar/squad/plain_text")
 
 
 @pytest.fixture(scope="module")
@@ -117,11 +117,11 @@ def test_postprocess_without_valid_span_returns_empty(features: dict[str, list])
     assert postprocess(start, end, features, [CONTEXT], max_answer_length=0) == [""]
 
 
-@pytest.mark.skipif(not MIRROR.is_dir(), reason=f"no local SQuAD mirror at {MIRROR}")
-def test_real_dev_answers_are_labelled() -> None:
+def test_real_dev_answers_are_labelled(shared_data: Path) -> None:
     import pyarrow.parquet as pq
 
-    rows = pq.read_table(next(MIRROR.glob("validation-*.parquet"))).slice(0, 60).to_pylist()
+    dev = next((shared_data / "rajpurkar/squad/plain_text").glob("validation-*.parquet"))
+    rows = pq.read_table(dev).slice(0, 60).to_pylist()
     tokenizer = train_tokenizer([r["context"] for r in rows] + [r["question"] for r in rows], vocab_size=2000)
     starts = [r["answers"]["answer_start"][0] for r in rows]
     texts = [r["answers"]["text"][0] for r in rows]

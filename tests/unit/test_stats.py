@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from seqeval.metrics.sequence_labeling import get_entities
 
-from bertlab import stats
+from bertlab.report import stats
 from bertlab.metrics import entity_f1, glue_metrics, squad_scores
 
 N = 60

@@ -8,7 +8,8 @@ from hydra import compose, initialize_config_dir
 
 from bertlab.data.task_text import added_documents, task_documents
 from bertlab.data.tasks import Task
-from bertlab.stage import CONF_DIR, UserError
+from bertlab.errors import UserError
+from bertlab.stage import CONF_DIR
 
 PAIRS = Task(name="pairs", kind="classification", hub_id="x/y", config="pairs", text_columns=("a", "b"),
              label_column="label", num_labels=2, train_split="train", eval_splits=("validation",), metric="accuracy")

@@ -1,7 +1,6 @@
 """Task definitions (conf/task/*.yaml) against the data's schemas, sentence-pair encoding and padding."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -10,13 +9,12 @@ from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 
 from bertlab.data.tasks import Task, encode_pairs, pad_collate
+from bertlab.data.vocab import CLS_ID, PAD_ID, SEP_ID
 from bertlab.metrics import entity_f1, glue_metrics, squad_scores
-from bertlab.tokenizer import CLS_ID, PAD_ID, SEP_ID, train_tokenizer
-from tests.conftest import SHARED_DATA
+from bertlab.tokenizer import train_tokenizer
 
 TASK_DIR = Path(__file__).resolve().parents[2] / "conf" / "task"
 GLUE = ["cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli"]
-MIRROR = Path(os.environ.get("BERTLAB_DATA_MIRROR") or SHARED_DATA)
 
 
 def load_task(name: str) -> Task:
@@ -66,23 +64,23 @@ def test_invalid_definitions_are_rejected() -> None:
         Task(**{**fields, "num_labels": 3})
 
 
-def _features(hub_id: str, config: str, split: str) -> tuple[list[str], dict]:
+def _features(mirror: Path, hub_id: str, config: str, split: str) -> tuple[list[str], dict]:
     """Column names and Hugging Face `features` of a split in the local mirror."""
     import pyarrow.parquet as pq
 
-    files = sorted((MIRROR / hub_id / config).glob(f"{split}-*.parquet"))
-    assert files, f"no {split} split for {hub_id}/{config} in {MIRROR}"
+    files = sorted((mirror / hub_id / config).glob(f"{split}-*.parquet"))
+    assert files, f"no {split} split for {hub_id}/{config} in {mirror}"
     schema = pq.read_schema(files[0])
     return schema.names, json.loads(schema.metadata[b"huggingface"])["info"]["features"]
 
 
 @pytest.mark.parametrize("name", [*GLUE, "squad", "conll2003"])
-def test_task_agrees_with_local_parquet_schema(name: str) -> None:
+def test_task_agrees_with_local_parquet_schema(name: str, shared_data: Path) -> None:
     task = load_task(name)
-    if not (MIRROR / task.hub_id / task.config).is_dir():
-        pytest.skip(f"{task.hub_id}/{task.config} is not in the local mirror {MIRROR} (e.g. MNLI, QQP offline)")
+    if not (shared_data / task.hub_id / task.config).is_dir():
+        pytest.skip(f"{task.hub_id}/{task.config} is not in the local mirror {shared_data} (e.g. MNLI, QQP offline)")
     for split in (task.train_split, *task.eval_splits):
-        columns, features = _features(task.hub_id, task.config, split)
+        columns, features = _features(shared_data, task.hub_id, task.config, split)
         assert {*task.text_columns, task.label_column} <= set(columns)
         label = features[task.label_column]
         if task.kind == "classification":

@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from bertlab.tokenizer import SPECIAL_TOKENS, new_tokenizer, renumbered, train_tokenizer
+from bertlab.data.vocab import SPECIAL_TOKENS
+from bertlab.tokenizer import new_tokenizer, renumbered, train_tokenizer
 
 
 def texts() -> list[str]:

@@ -10,7 +10,7 @@ import datasets
 import numpy as np
 from tokenizers import Tokenizer
 
-from bertlab.stage import UserError
+from bertlab.errors import UserError
 
 # A hard-wrapped line (40-80 characters after its indentation) continues on the next non-blank line.
 # Shorter lines (verse, headings, tables of contents) and longer ones (one paragraph per line) end there.

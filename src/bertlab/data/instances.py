@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from bertlab.data.corpus import token_dtype
-from bertlab.tokenizer import CLS_ID, PAD_ID, SEP_ID
+from bertlab.data.vocab import CLS_ID, PAD_ID, SEP_ID
 
 IS_NEXT, NOT_NEXT = 0, 1  # Hugging Face `next_sentence_label` convention
 Documents = Sequence[Sequence[np.ndarray]]  # documents -> sentences -> token ids (no special tokens)

@@ -8,10 +8,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from bertlab.tokenizer import CONTINUATION_PREFIX, MASK_ID, PAD_ID, SPECIAL_TOKENS
+from bertlab.data.vocab import CONTINUATION_PREFIX, IGNORE_INDEX, MASK_ID, PAD_ID, SPECIAL_TOKENS
 
 NUM_SPECIAL = len(SPECIAL_TOKENS)
-IGNORE_INDEX = -100
 OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 
 

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 from tokenizers import Tokenizer
 
-from bertlab.data.tasks import IGNORE_INDEX, configured
+from bertlab.data.tasks import configured
+from bertlab.data.vocab import IGNORE_INDEX
 
 
 def encode_words(

@@ -20,7 +20,7 @@ import torch
 
 from bertlab.data.corpus import token_dtype
 from bertlab.data.instances import Documents, Instances, create_packed_instances
-from bertlab.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+from bertlab.data.vocab import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 
 
 def create_reference_nsp_instances(

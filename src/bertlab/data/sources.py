@@ -10,15 +10,9 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 
+from bertlab.errors import SourceError, UnreadableFile
+
 MIRROR_ENV = "BERTLAB_DATA_MIRROR"
-
-
-class SourceError(RuntimeError):
-    """A dataset split that cannot be loaded; the message is one line meant for the user."""
-
-
-class UnreadableFile(SourceError):
-    """A mirror file that exists but cannot be read (truncated, corrupt): never mistaken for missing data."""
 
 
 def split_key(hub_id: str, config: str, split: str) -> str:

@@ -15,7 +15,7 @@ import datasets
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.data.tasks import Task
-from bertlab.stage import UserError
+from bertlab.errors import UserError
 
 
 def _lines(task: Task, split: datasets.Dataset) -> Iterator[str]:

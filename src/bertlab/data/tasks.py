@@ -11,8 +11,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-KINDS = ("classification", "regression", "span", "tagging")
-IGNORE_INDEX = -100  # label of positions that carry no loss (padding, special tokens, non-first sub-tokens)
+from bertlab.data.vocab import IGNORE_INDEX
+from bertlab.settings import CHOICES
+
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,8 @@ class Task:
     label_names: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"task {self.name}: unknown kind {self.kind!r}; expected one of {KINDS}")
+        if self.kind not in (kinds := CHOICES["task.kind"]):
+            raise ValueError(f"task {self.name}: unknown kind {self.kind!r}; expected one of {kinds}")
         # Hydra/YAML give lists; keep the dataclass hashable and immutable.
         for key in ("text_columns", "eval_splits", "label_names"):
             value = getattr(self, key)

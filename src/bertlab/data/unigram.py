@@ -9,8 +9,7 @@ import numpy as np
 import torch
 
 from bertlab.data.instances import Instances
-from bertlab.data.masking import IGNORE_INDEX
-from bertlab.tokenizer import PAD_ID
+from bertlab.data.vocab import IGNORE_INDEX, PAD_ID
 
 FLOOR_NAME = "unigram (add-one smoothed training counts) on the same positions"
 

@@ -8,10 +8,10 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bertlab import stats
-from bertlab.report.collect import NO_DATA, NOT_RUN, OK, Columns, Results
+from bertlab.errors import UserError
+from bertlab.report import stats
+from bertlab.report.collect import NOT_RUN, NO_DATA, OK, Columns, Results
 from bertlab.report.tables import TABLES, matches, preset_name, row_key, row_label, select, tasks
-from bertlab.stage import UserError
 
 PPL = "ppl"  # Table 6's held-out LM perplexity column; every other column is a task
 
@@ -22,7 +22,7 @@ class Cell:
 
     status: str  # OK | NO_DATA | NOT_RUN
     values: tuple[float, ...] = ()  # the headline metric of each run (NaN: not finite)
-    kind: str = ""  # the `bertlab.stats` kind and metric the per-item scores are scored with
+    kind: str = ""  # the `bertlab.report.stats` kind and metric the per-item scores are scored with
     metric: str = ""
     scored_on: str = ""  # the items' split (or held-out format), which a paired contrast must share
     n_items: int = 0

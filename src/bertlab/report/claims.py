@@ -1,4 +1,4 @@
-"""The paper's claims as declared contrasts (`ablations.claims`), each decided by paired bootstrap (`bertlab.stats`).
+"""The paper's claims as declared contrasts (`ablations.claims`), each decided by paired bootstrap (`bertlab.report.stats`).
 
 A claim says "A is better than B" on some columns of one table; it expands into pairs (column, A, B): A and B are
 the cells its `better` and `than` selectors pick, or, with `by_size`, every two rows of the table whose models
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from itertools import combinations, product
 from typing import Any
 
-from bertlab import stats
+from bertlab.errors import UserError
+from bertlab.report import stats
 from bertlab.report.cells import PPL, Cell, side_cell
 from bertlab.report.collect import NOT_RUN, Results
 from bertlab.report.tables import SELECTORS, TABLES, row_key, row_label, select, shape_size
-from bertlab.stage import UserError
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Read what the other stages wrote: fine-tuning and pretraining metrics, their per-item files, loss curves and
-the download manifest (the file formats are in /work/notes/contract.md and the stages' docstrings)."""
+the download manifest (their formats: the docstrings of the stages that write them and of `bertlab.evaluate`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from bertlab.stage import UserError, read_json
+from bertlab.errors import UserError
+from bertlab.files import read_json
 
 OK, NO_DATA, NOT_RUN = "ok", "no data", "not run"
 STAGES = ("download", "tokenizer", "pretrain_data", "pretrain", "finetune", "ablations")  # in pipeline order
@@ -25,7 +26,7 @@ class Items:
     """One run's per-item scores and its floor's, on the same n items (a fine-tuning dev set or held-out set)."""
 
     scored_on: str  # what the items are: the dev split, or the held-out format and kind ("nsp masked-token")
-    kind: str  # `bertlab.stats` kind: classification | regression | span | tagging | lm
+    kind: str  # `bertlab.report.stats` kind: classification | regression | span | tagging | lm
     n: int
     model: Columns
     floor: Columns

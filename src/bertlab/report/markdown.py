@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bertlab import stats
+from bertlab.report import stats
 from bertlab.report.cells import PPL, Entry
 from bertlab.report.claims import Finding, Pair
 from bertlab.report.collect import OK, Results

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab.files import write_json
 from bertlab.report.cells import Entry, build_entries
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.collect import Results
@@ -16,7 +17,6 @@ from bertlab.report.ledger import ledger_section
 from bertlab.report.markdown import render_markdown
 from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
 from bertlab.report.tables import TABLES
-from bertlab.stage import write_json
 
 CSV_FIELDS = ("table", "row", "column", "paper", "mean", "std", "n", "status", "floor", "floor_status")
 FINDING_FIELDS = ("claim", "table", "text", "column", "A", "B", "estimate", "low", "high", "verdict", "n_items",

@@ -1,7 +1,7 @@
 """The layout of the paper's Tables 5, 6 and 7 as the `ablations` config gives it: which runs each row selects.
 
-Light on purpose (no numpy, no matplotlib): the pretraining and fine-tuning stages import `tables_of` to tag
-their W&B runs.
+Light on purpose (no numpy, no matplotlib): the `configs` stage imports `tables_of` to write each training run's
+W&B tags into its config.
 """
 
 from __future__ import annotations

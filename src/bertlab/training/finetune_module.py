@@ -27,18 +27,18 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from bertlab import stage
 from bertlab.data.masking import derive_seed
-from bertlab.data.tasks import IGNORE_INDEX, Task
-from bertlab.evaluate import Evaluation, Evaluator, finite
-from bertlab.heads import BiLSTM, LayerFeatures, LinearHead, SpanHead, init_head
-from bertlab.model import BertEncoder
+from bertlab.data.tasks import Task
+from bertlab.evaluate import Evaluation, Evaluator
+from bertlab.files import finite
+from bertlab.modeling.heads import BiLSTM, LayerFeatures, init_head
+from bertlab.modeling.model import BertEncoder
+from bertlab.settings import CHOICES
+from bertlab.training.kinds import KINDS
+from bertlab.training.trainer import adamw, decay_groups
 
-MODES = ("finetune", "feature_based", "probe")
-POOLINGS = ("cls", "mean")
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
@@ -59,10 +59,9 @@ class FinetuneModule(pl.LightningModule):
         warmup_ratio: float = 0.1, weight_decay: float = 0.01, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-6,
     ) -> None:
         super().__init__()
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
-        if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}")
+        for setting, value in (("mode", mode), ("pooling", pooling)):
+            if value not in (choices := CHOICES[f"finetune.{setting}"]):
+                raise ValueError(f"unknown {setting} {value!r}; expected one of {', '.join(choices)}")
         self.task, self.causal, self.frozen, self.pooling = task, causal, mode != "finetune", pooling
         self.probe = mode == "probe"
         self.lr, self.head_lr = lr, lr if head_lr is None else head_lr
@@ -80,8 +79,9 @@ class FinetuneModule(pl.LightningModule):
         if (bilstm or self.frozen) and not self.probe:
             self.bilstm = BiLSTM(size, bilstm_hidden or c.hidden_size, bilstm_layers, dropout=head_dropout)
             size = self.bilstm.output_size
-        self.head = SpanHead(size) if task.kind == "span" else LinearHead(size, task.num_labels, head_dropout)
-        if self.bilstm is not None or self.probe or task.kind in ("span", "tagging"):  # no pooler read: frozen, so
+        self.kind = KINDS[task.kind]
+        self.head = self.kind.head(size, task.num_labels, head_dropout)
+        if self.bilstm is not None or self.probe or not self.kind.sentence:  # nothing reads the pooler: frozen, so
             encoder.pooler.requires_grad_(False)  # every trained parameter is in the loss (plain DDP works)
         init_head(self.head, c.initializer_range)
         self.evaluators: list[Evaluator] = []
@@ -130,25 +130,9 @@ class FinetuneModule(pl.LightningModule):
         sentence = None
         if self.bilstm is not None:
             tokens, sentence = self.bilstm(tokens, mask)
-        if self.task.kind == "span":
-            return self.head(tokens, mask)
-        if self.task.kind == "tagging":
-            return self.head(tokens)
-        logits = self.head(sentence if sentence is not None else self.sentence_vector(tokens, out, mask))
-        return logits.squeeze(-1) if self.task.kind == "regression" else logits
-
-    def loss(self, logits: Any, batch: dict[str, Tensor]) -> Tensor:
-        kind = self.task.kind
-        if kind == "classification":
-            return F.cross_entropy(logits, batch["label"])
-        if kind == "regression":
-            return F.mse_loss(logits, batch["label"].float())
-        if kind == "span":
-            start, end = logits
-            return (F.cross_entropy(start, batch["start_positions"]) + F.cross_entropy(end, batch["end_positions"])) / 2
-        labels = batch["label_ids"]  # the mean over labelled tokens (0 when there are none), without a host sync
-        total = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
-        return total / (labels != IGNORE_INDEX).sum().clamp(min=1)
+        if self.kind.sentence:
+            tokens = sentence if sentence is not None else self.sentence_vector(tokens, out, mask)
+        return self.kind.logits(self.head, tokens, mask)
 
     # -- training -----------------------------------------------------------------------------------------------
 
@@ -159,30 +143,23 @@ class FinetuneModule(pl.LightningModule):
             torch.manual_seed(derive_seed(torch.initial_seed(), self.trainer.global_rank))
 
     def training_step(self, batch: dict[str, Tensor], _: int) -> Tensor:
-        loss = self.loss(self(batch), batch)
+        loss = self.kind.loss(self(batch), batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["input_ids"].shape[0])
         return loss
 
     def param_groups(self) -> list[dict[str, Any]]:
-        """AdamW groups: encoder at `lr`, new parameters at `head_lr`; no weight decay on 1-d tensors (biases,
-        LayerNorm, scalar-mix weights). A frozen encoder contributes nothing."""
+        """AdamW groups (`decay_groups`): encoder at `lr`, new parameters at `head_lr`. A frozen encoder contributes
+        nothing."""
         encoder = [p for p in self.encoder.parameters() if p.requires_grad]
         new = [p for n, p in self.named_parameters() if not n.startswith("encoder.") and p.requires_grad]
-        groups = []
-        for name, params, lr in (("encoder", encoder, self.lr), ("head", new, self.head_lr)):
-            for suffix, chosen, decay in (("", [p for p in params if p.ndim >= 2], self.weight_decay),
-                                          ("_no_decay", [p for p in params if p.ndim < 2], 0.0)):
-                if chosen:
-                    groups.append({"name": name + suffix, "params": chosen, "lr": lr, "weight_decay": decay})
-        return groups
+        return [*decay_groups(encoder, self.weight_decay, "encoder", lr=self.lr),
+                *decay_groups(new, self.weight_decay, "head", lr=self.head_lr)]
 
     def build_optimizer(self, total_steps: int) -> dict[str, Any]:
         """AdamW and the per-step schedule: linear warmup over `warmup_ratio` of the steps, then linear decay to 0."""
-        opt = torch.optim.AdamW(self.param_groups(), lr=self.lr, betas=self.betas, eps=self.eps,
-                                fused=stage.fused_adamw(self))
         total = max(1, int(total_steps))
         warmup = min(int(round(self.warmup_ratio * total)), total - 1)
-        return {"optimizer": opt, "lr_scheduler": stage.warmup_then_decay(opt, warmup, total)}
+        return adamw(self, self.param_groups(), self.lr, self.betas, self.eps, warmup, total)
 
     def configure_optimizers(self) -> dict[str, Any]:
         return self.build_optimizer(self.trainer.estimated_stepping_batches)
@@ -193,18 +170,7 @@ class FinetuneModule(pl.LightningModule):
         self._outputs = defaultdict(list)
 
     def validation_step(self, batch: dict[str, Tensor], _: int, dataloader_idx: int = 0) -> None:
-        logits = self(batch)
-        lengths = batch["attention_mask"].sum(1).tolist()
-        kind = self.task.kind
-        if kind == "classification":
-            rows: list = logits.argmax(-1).tolist()
-        elif kind == "regression":
-            rows = logits.float().tolist()
-        elif kind == "span":
-            start, end = (x.float().cpu().numpy() for x in logits)
-            rows = [(s[:n], e[:n]) for s, e, n in zip(start, end, lengths)]
-        else:
-            rows = [p[:n] for p, n in zip(logits.argmax(-1).tolist(), lengths)]
+        rows = self.kind.predictions(self(batch), batch["attention_mask"].sum(1).tolist())
         self._outputs[dataloader_idx].extend(zip(batch["index"].tolist(), rows))
 
     def on_validation_epoch_end(self) -> None:

@@ -1,8 +1,8 @@
 """Synthetic results for the report tests, laid out as the stages write them under data/: fine-tuning cells with
 metrics.json + items.json, pretraining runs with metrics.json + heldout_items.json (+ a loss curve), the manifest.
 
-Every headline number is recomputed from the per-item columns with `bertlab.stats.score`, as the contract says
-the stages' numbers are, so the tests can state the tables' numbers exactly.
+Every headline number is recomputed from the per-item columns with `bertlab.report.stats.score`, as the stages'
+numbers are, so the tests can state the tables' numbers exactly.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bertlab import stats
+from bertlab.report import stats
 
 N = {"classification": 200, "span": 100, "tagging": 100}
 KIND = {"squad": "span", "conll2003": "tagging"}  # every other task here: classification

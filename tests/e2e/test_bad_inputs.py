@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import document, write_split
-from tests.unit.test_stages import TINY, stage
+from tests.helpers import REPO, TINY, document, stage, write_split
 
 # (case id, stage, overrides, what the one line must name)
 SETTINGS_CASES = [
@@ -179,8 +178,6 @@ def test_a_bad_run_name_is_refused_as_a_real_command_and_deletes_nothing(data: P
 
 def test_the_configs_stage_checks_every_run_before_the_pipeline_starts(tmp_path: Path) -> None:
     import yaml
-
-    from tests.conftest import REPO
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     params["pretrain"]["bert"] = [*params["pretrain"]["bert"], "pretrain.lr=abc"]

@@ -21,8 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-IGNORE_INDEX = -100
-POSITIONS = ("absolute", "rotary")
+from bertlab.data.vocab import IGNORE_INDEX
 
 
 @dataclass
@@ -46,8 +45,8 @@ class BertConfig:
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
-        if self.positions not in POSITIONS:
-            raise ValueError(f"positions {self.positions!r}: expected one of {', '.join(POSITIONS)}")
+        if self.positions not in ("absolute", "rotary"):
+            raise ValueError(f"positions {self.positions!r}: expected absolute or rotary")
         if self.positions == "rotary" and (self.hidden_size // self.num_heads) % 2:
             raise ValueError(f"rotary positions need an even head size, not {self.hidden_size // self.num_heads}")
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from bertlab.model import BertConfig, BertForPretraining
+from bertlab.modeling.model import BertConfig, BertForPretraining
 
 PLAIN_WEIGHTS, HF_WEIGHTS, CONFIG = "model.pt", "model.safetensors", "config.json"
 

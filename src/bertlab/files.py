@@ -1,0 +1,89 @@
+"""Files every stage writes and reads: all-or-nothing output directories, safe deletion, JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from bertlab.errors import UserError
+
+
+def check_writable(directory: Path) -> None:
+    """A UserError naming `directory` unless files can be created in it (or where it would be created)."""
+    probe = directory
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        if not probe.is_dir():
+            raise NotADirectoryError(f"{probe} is not a directory")
+        tempfile.TemporaryFile(dir=probe).close()
+    except OSError as err:
+        raise UserError(f"cannot write the output directory {directory} ({err})") from err
+
+
+def remove_tree(path: Path, root: Path) -> None:
+    """`shutil.rmtree(path)` for a `path` strictly inside `root`; anything else is refused (a bug, not bad input)."""
+    path, root = Path(path).resolve(), Path(root).resolve()
+    if root not in path.parents:
+        raise RuntimeError(f"refusing to delete {path}: it is not inside {root}")
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield a scratch directory that replaces `path` only if the block completes: no half-written outputs.
+
+    The scratch directory is `<parent>/.partial/<name>`, where no stage or report looks for outputs; a killed
+    run's leftover is removed by the next run of the same output. `path` must end in a plain name (not `.`
+    or `..`): only it and its scratch copy are ever deleted.
+    """
+    path = Path(path)
+    if path.name in ("", ".", "..") or path.resolve().parent != path.parent.resolve():
+        raise RuntimeError(f"refusing to replace {path}: not a plain directory name")
+    scratch_root = path.parent / ".partial"
+    tmp = scratch_root / path.name
+    remove_tree(tmp, scratch_root)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+        remove_tree(path, path.parent)
+        tmp.rename(path)
+    finally:
+        remove_tree(tmp, scratch_root)
+        with suppress(OSError):
+            scratch_root.rmdir()  # only when no other run is writing there
+
+
+def require(path: str | Path, stage: str) -> Path:
+    """`path`, which stage `stage` writes; a UserError naming that stage when it is missing."""
+    if not Path(path).exists():
+        raise UserError(f"{path} not found: run `dvc repro {stage}` (or `python -m bertlab.{stage}`) first")
+    return Path(path)
+
+
+def finite(obj: Any) -> Any:
+    """`obj` with every NaN or infinite float replaced by None: JSON has no literal for them."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    """Write `obj` as indented, valid JSON (non-finite numbers as null), creating parent directories."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(finite(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON value in the file at `path`."""
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,87 @@
+"""What identifies a run's result: its run key (the code, the result settings, the input files) and its twins,
+finished runs under another name with the same key, whose outputs it reuses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from bertlab.files import atomic_dir, read_json, write_json
+
+log = logging.getLogger(__name__)
+
+# The config sections each stage reads that can change its outputs (upstream outputs are DVC deps).
+RESULT_KEYS: dict[str, list[str]] = {
+    "download": ["mirror", "corpus.sources", "download"],
+    "tokenizer": ["corpus", "tokenizer"],
+    "pretrain_data": ["corpus", "pretrain_data"],
+    "pretrain": ["model", "objective", "pretrain", "seed"],
+    "finetune": ["finetune", "task", "seed"],
+    "ablations": ["ablations", "profile_name", "model_scale", "corpus", "tokenizer", "pretrain_data", "objective",
+                  "pretrain", "finetune"],  # the report lists the profile's departures from the paper's recipe
+}
+
+
+def values_at(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
+    """The resolved values at dotted `keys` of `cfg`."""
+    values = {k: OmegaConf.select(cfg, k) for k in keys}
+    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in values.items()}
+
+
+def cell_fields(cfg: DictConfig) -> dict[str, Any]:
+    """What a fine-tuning cell is, as its metrics.json records it and the report's table rows select it."""
+    ft = cfg.finetune
+    frozen = ft.mode != "finetune"
+    return {"encoder": ft.encoder, "task": cfg.task.name, "mode": ft.mode, "features": ft.features if frozen else None,
+            "bilstm": ft.mode == "feature_based" or (not frozen and bool(ft.bilstm))}
+
+
+def code_hash() -> str:
+    """sha256 of the bertlab package's source files (their paths and contents)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(f"{path.relative_to(root)}\0".encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def run_key(settings: dict[str, Any], inputs: Iterable[Path]) -> str:
+    """sha256 of all that decides a run's result: the bertlab code, its result `settings` and its input files
+    (directories: every file in them)."""
+    h = hashlib.sha256(code_hash().encode())
+    h.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    for top in inputs:
+        for path in sorted(top.rglob("*")) if top.is_dir() else [top]:
+            if path.is_file():
+                h.update(f"{path.name}\0".encode())
+                with path.open("rb") as f:
+                    h.update(hashlib.file_digest(f, "sha256").digest())
+    return h.hexdigest()
+
+
+def find_twin(runs_dir: Path, name: str, key: str) -> Path | None:
+    """Another finished run in `runs_dir` whose metrics.json has run key `key` (the same code, result settings and
+    inputs), if any: its outputs are this run's too (e.g. Table 6's 12/768/12 row where a profile gives the size
+    study `bert`'s budget), so one training can serve both names."""
+    for metrics in sorted(Path(runs_dir).glob("*/metrics.json")):
+        if metrics.parent.name != name and read_json(metrics).get("run_key") == key:
+            return metrics.parent
+    return None
+
+
+def copy_twin(twin: Path, out: Path, fields: dict[str, Any]) -> None:
+    """`twin`'s outputs as `out`, its metrics.json updated with `fields` and naming the run that trained them."""
+    record = read_json(twin / "metrics.json")
+    with atomic_dir(out) as tmp:
+        shutil.copytree(twin, tmp, dirs_exist_ok=True)
+        write_json(tmp / "metrics.json", record | fields | {"trained_as": record.get("trained_as", record["name"])})
+    log.info("%s: the same run (code, settings and inputs) as %s, which is finished: its outputs copied, nothing "
+             "trained", out, twin)

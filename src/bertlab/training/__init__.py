@@ -1,0 +1,1 @@
+"""Training in Lightning: the LightningModules, their DataModules and callbacks, the Trainer set-up."""

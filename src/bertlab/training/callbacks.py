@@ -1,0 +1,84 @@
+"""The pretraining run's callbacks: whole checkpoints at each interval's end, and the record a resumed run carries
+over from its earlier processes (the design: `bertlab.training.pretrain_module`)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.loggers import CSVLogger
+
+
+class EpochEndCheckpoint(pl.Callback):
+    """Writes `path` at the end of each epoch (= checkpoint interval), after that step's logging and validation, and
+    whole: to a temporary file renamed over the old one, so a kill mid-write keeps the previous checkpoint."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if trainer.global_step >= trainer.max_steps:  # finished: nothing left to resume
+            return
+        partial = self.path.with_name(self.path.name + ".partial")
+        trainer.save_checkpoint(partial)
+        if trainer.is_global_zero:
+            os.replace(partial, self.path)
+
+
+class RunRecord(pl.Callback):
+    """What a run's checkpoints carry across processes: the key of the settings, code and inputs it belongs to, its
+    training time and its training curve so far (the curve this process logs is its `csv` logger's file)."""
+
+    def __init__(self, key: str, csv_logger: CSVLogger) -> None:
+        self.key, self.csv = key, csv_logger
+        self.earlier_seconds, self.earlier_rows = 0.0, []
+        self.started: float | None = None
+
+    @classmethod
+    def key_of(cls, checkpoint: dict[str, Any]) -> str | None:
+        """The run key a checkpoint was saved with (None if it has none)."""
+        return checkpoint.get("callbacks", {}).get(cls.__qualname__, {}).get("key")
+
+    def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        self.started = time.perf_counter()
+
+    def on_train_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        # Batches so far, in this process's micro-batches: a run resumed with another gradient accumulation (other
+        # devices x nodes at the same global batch) validates at the same optimizer steps (`val_check_interval`).
+        total = trainer.fit_loop.epoch_loop.batch_progress.total
+        total.ready = total.started = total.processed = total.completed = (
+            trainer.global_step * trainer.accumulate_grad_batches)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *_: Any) -> None:
+        # The loggers' step: Lightning adds one to it when it restarts from an epoch-end checkpoint (2.6), which
+        # would shift every row a resumed run logs; at a batch's start it is the global step.
+        trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
+
+    def train_seconds(self) -> float:
+        return self.earlier_seconds + (time.perf_counter() - self.started if self.started is not None else 0.0)
+
+    def rows(self) -> list[dict[str, str]]:
+        """Every row logged so far in this run, its earlier processes' included."""
+        self.csv.save()
+        path = Path(self.csv.log_dir) / "metrics.csv"
+        if not path.exists():
+            return list(self.earlier_rows)
+        with path.open(newline="") as f:
+            return [*self.earlier_rows, *csv.DictReader(f)]
+
+    def write_curve(self, path: Path) -> None:
+        rows = self.rows()
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=sorted(set().union(*rows)) if rows else ["step"])
+            writer.writeheader()
+            writer.writerows(rows)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "train_seconds": self.train_seconds(), "rows": self.rows()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.earlier_seconds, self.earlier_rows = state["train_seconds"], state["rows"]

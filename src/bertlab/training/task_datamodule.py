@@ -1,0 +1,99 @@
+"""A fine-tuning task's splits as a `LightningDataModule`: rows of model inputs and targets, padded batches, and
+the evaluator of each eval split (which scores predictions on its rows and knows the split's floor).
+
+Each split is encoded by the task's kind (`bertlab.training.kinds`); a row's `index`, its position in its split, puts
+predictions back in order. Large splits are subsampled by `subsample_seed` alone, so every encoder and seed sees the same examples.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import datasets
+import lightning.pytorch as pl
+import numpy as np
+from tokenizers import Tokenizer
+from torch.utils.data import DataLoader
+
+from bertlab.data.tasks import Task, pad_collate
+from bertlab.errors import UserError
+from bertlab.evaluate import Evaluator
+from bertlab.training.kinds import KINDS, Encoding, Lengths
+
+
+def subsample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Dataset:
+    """`n` rows drawn without replacement by `seed` (kept in memory: nothing is written next to the data)."""
+    if n is None or n >= len(ds):
+        return ds
+    picked = np.sort(np.random.default_rng(seed).permutation(len(ds))[:n])
+    return ds.select(picked.tolist(), keep_in_memory=True)
+
+
+class TaskDataModule(pl.LightningDataModule):
+    """The training split and the eval splits (`task.eval_splits`, dev sets) of a downloaded task.
+
+    Scoring runs once, after training: pass `train_dataloader()` to `Trainer.fit` (so it validates nothing per
+    epoch) and the module itself to `Trainer.validate`. After `setup`: `train_rows`, `eval_rows` and `evaluators`
+    (one per eval split, in order), `train_examples` and `eval_examples` ({split: examples}; SQuAD: questions).
+    """
+
+    def __init__(
+        self, task: Task, task_dir: Path, tokenizer: Tokenizer, lengths: Lengths, *, batch_size: int,
+        eval_batch_size: int | None = None, num_workers: int = 0, max_train_examples: int | None = None,
+        max_eval_examples: int | None = None, subsample_seed: int = 0, n_best_size: int = 20, max_answer_length: int = 30,
+        pin_memory: bool = False,
+    ) -> None:
+        super().__init__()
+        self.task, self.task_dir, self.tokenizer, self.lengths = task, Path(task_dir), tokenizer, lengths
+        self.batch_size, self.num_workers, self.pin_memory = batch_size, num_workers, pin_memory
+        self.eval_batch_size = eval_batch_size or batch_size
+        self.max_train_examples, self.max_eval_examples, self.subsample_seed = (
+            max_train_examples, max_eval_examples, subsample_seed)
+        self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
+        self.pad_id = tokenizer.token_to_id("[PAD]")
+        self.train_rows: list[dict[str, Any]] = []
+        self.eval_rows: list[list[dict[str, Any]]] = []
+        self.evaluators: list[Evaluator] = []
+        self.train_examples = 0
+        self.eval_examples: dict[str, int] = {}
+        self.prepared = False
+
+    def setup(self, stage: str | None = None) -> None:
+        """Encode every split once (later calls, e.g. by `Trainer.validate`, keep what is there)."""
+        if self.prepared:
+            return
+        task = self.task
+        dd = datasets.load_from_disk(str(self.task_dir))
+        absent = [s for s in (task.train_split, *task.eval_splits) if s not in dd]
+        if absent:
+            raise UserError(f"task {task.name!r}: the downloaded data lacks the split(s) {', '.join(absent)}")
+        train_ds = subsample(dd[task.train_split], self.max_train_examples, self.subsample_seed)
+        self.train_examples = len(train_ds)
+        kind, how = KINDS[task.kind], Encoding(self.tokenizer, self.lengths, self.n_best_size, self.max_answer_length)
+        self.train_rows, _ = kind.encode(task, train_ds, task.train_split, True, how)
+        how.train_labels = [row["label"] for row in self.train_rows if "label" in row]
+        for split in task.eval_splits:
+            ds = subsample(dd[split], self.max_eval_examples, self.subsample_seed)
+            rows, evaluator = kind.encode(task, ds, split, False, how)
+            self.eval_rows.append(rows)
+            self.evaluators.append(evaluator)
+            self.eval_examples[split] = len(ds)
+        self.prepared = True
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_rows, self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        """Eval rows by length, so a batch pads little (evaluation puts predictions back in order by `index`)."""
+        return [self._loader(sorted(rows, key=lambda r: len(r["input_ids"])), self.eval_batch_size, shuffle=False)
+                for rows in self.eval_rows]
+
+    def _loader(self, rows: list[dict[str, Any]], batch_size: int, shuffle: bool) -> DataLoader:
+        """Batches padded to their own longest row (dynamic padding)."""
+        return DataLoader(
+            rows, batch_size=batch_size, shuffle=shuffle, num_workers=self.num_workers,
+            collate_fn=functools.partial(pad_collate, pad_id=self.pad_id), persistent_workers=self.num_workers > 0,
+            pin_memory=self.pin_memory,
+        )

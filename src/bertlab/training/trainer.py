@@ -1,0 +1,140 @@
+"""The Trainer set-up both training stages share: devices and nodes, the global batch's split, loggers, the
+progress bar, and the optimizer: AdamW's parameter groups and fused form, BERT's learning-rate schedule."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from bertlab.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def num_nodes(impl: DictConfig) -> int:
+    """`impl.num_nodes`, or when it is null the launcher's node count, else 1; Lightning checks it against the
+    processes the launcher started. Launchers in Lightning's order of detection: torchrun (`GROUP_WORLD_SIZE`, its
+    number of nodes, else `WORLD_SIZE / LOCAL_WORLD_SIZE`), then SLURM (`SLURM_NNODES`)."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+
+    if impl.get("num_nodes") is not None:
+        return int(impl.num_nodes)
+    env = os.environ
+    if TorchElasticEnvironment.detect():
+        if "GROUP_WORLD_SIZE" in env:
+            return int(env["GROUP_WORLD_SIZE"])
+        return max(1, int(env["WORLD_SIZE"]) // int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])))
+    if SLURMEnvironment.detect() and "SLURM_NNODES" in env:
+        return int(env["SLURM_NNODES"])
+    return 1
+
+
+def trainer_devices(impl: DictConfig) -> dict[str, Any]:
+    """The Trainer's accelerator, devices, num_nodes, strategy and precision from `impl` (both training stages).
+    Every parameter a run trains is in its loss (the code freezes the rest), so plain DDP needs no unused-parameter
+    search."""
+    return {"accelerator": impl.accelerator, "devices": impl.devices, "num_nodes": num_nodes(impl),
+            "strategy": impl.strategy, "precision": impl.precision}
+
+
+def split_batch(global_batch: int, world_size: int, max_device_batch: int | None, setting: str) -> tuple[int, int]:
+    """(per-device micro-batch, gradient accumulation) giving the result setting `setting`=`global_batch` on
+    `world_size` processes: the fewest accumulation steps that keep the micro-batch within `max_device_batch`
+    (`impl.max_device_batch`, speed only; None: no limit). A UserError unless the processes share it evenly."""
+    if global_batch % world_size:
+        raise UserError(f"{setting}={global_batch} (the global batch) is not divisible by the {world_size} "
+                        "processes present (devices x nodes)")
+    per_process = global_batch // world_size
+    limit = max_device_batch or per_process
+    accumulate = next(a for a in range(1, per_process + 1) if per_process % a == 0 and per_process // a <= limit)
+    return per_process // accumulate, accumulate
+
+
+def fit_global_batch(trainer: Any, global_batch: int, max_device_batch: int | None, setting: str) -> int:
+    """The per-device micro-batch of `global_batch` on the trainer's devices x nodes; sets the trainer's gradient
+    accumulation to match (as Lightning's GradientAccumulationScheduler does), before `fit`."""
+    micro, accumulate = split_batch(global_batch, trainer.num_devices * trainer.num_nodes, max_device_batch, setting)
+    trainer.accumulate_grad_batches = accumulate
+    log.info("%s=%d: %d x %d device(s) x %d node(s) x %d accumulation step(s)", setting, global_batch, micro,
+             trainer.num_devices, trainer.num_nodes, accumulate)
+    return micro
+
+
+def on_cuda(trainer: Any) -> bool:
+    """Whether the trainer runs on CUDA devices (pinned host memory, no host syncs in training steps)."""
+    return trainer.strategy.root_device.type == "cuda"
+
+
+def progress_bar():
+    """Lightning's tqdm bar: unlike the rich one it also reports progress when output is a log, not a terminal."""
+    from lightning.pytorch.callbacks import TQDMProgressBar
+
+    return TQDMProgressBar(refresh_rate=10)
+
+
+def decay_groups(params: Iterable[torch.nn.Parameter], weight_decay: float, name: str | None = None,
+                 **options: Any) -> list[dict[str, Any]]:
+    """AdamW parameter groups as BERT's: `weight_decay` on matrices, none on 1-d tensors (biases, LayerNorm, scalar-mix
+    weights); an empty group is left out. `name` (the second group's with `_no_decay`) and `options` (e.g. its `lr`)
+    go into both."""
+    params = list(params)
+    groups = []
+    for suffix, chosen, decay in (("", [p for p in params if p.ndim >= 2], weight_decay),
+                                  ("_no_decay", [p for p in params if p.ndim < 2], 0.0)):
+        if chosen:
+            named = {"name": name + suffix} if name else {}
+            groups.append({**named, "params": chosen, "weight_decay": decay, **options})
+    return groups
+
+
+def adamw(module: Any, groups: list[dict[str, Any]], lr: float, betas: Sequence[float], eps: float, warmup: int,
+          total: int) -> dict[str, Any]:
+    """A LightningModule's optimizer config: AdamW over `groups` (fused where it may be) and BERT's schedule."""
+    opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=fused_adamw(module))
+    return {"optimizer": opt, "lr_scheduler": warmup_then_decay(opt, warmup, total)}
+
+
+def fused_adamw(module: Any) -> bool:
+    """Whether a LightningModule may use a fused AdamW (one kernel for all parameters: faster). Not under mixed
+    precision, where Lightning cannot clip a fused optimizer's gradients."""
+    trainer = getattr(module, "_trainer", None)
+    return trainer is None or str(trainer.precision).startswith("32")
+
+
+def warmup_then_decay(opt: torch.optim.Optimizer, warmup: int, total: int) -> dict[str, Any]:
+    """Lightning's scheduler config for BERT's schedule: linear warmup over `warmup` steps, then linear decay to 0
+    at step `total` (torch's LinearLR, stepped every optimizer step)."""
+    decay = torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total_iters=max(1, total - warmup))
+    sched: torch.optim.lr_scheduler.LRScheduler = decay
+    if warmup > 0:
+        ramp = torch.optim.lr_scheduler.LinearLR(opt, start_factor=1.0 / warmup, total_iters=warmup)
+        sched = torch.optim.lr_scheduler.SequentialLR(opt, [ramp, decay], milestones=[warmup])
+    return {"scheduler": sched, "interval": "step"}
+
+
+def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path) -> list:
+    """Lightning loggers: always a CSVLogger into `save_dir` (the report reads it) plus the chosen one. A W&B run is
+    tagged with `logger.tags` (the ablation tables that use it, which the `configs` stage writes into each run's
+    config) and grouped by the first (else by `job_type`)."""
+    from lightning.pytorch.loggers import CSVLogger, WandbLogger
+
+    loggers: list = [CSVLogger(save_dir=str(save_dir), name="", version="")]
+    if cfg.logger.kind == "wandb":
+        tables = list(cfg.logger.tags)
+        Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
+        loggers.append(
+            WandbLogger(
+                project=cfg.logger.project, name=cfg.name, group=tables[0] if tables else job_type,
+                job_type=job_type, tags=tables, save_dir=cfg.logger.save_dir, offline=cfg.logger.offline,
+                config=OmegaConf.to_container(cfg, resolve=True),
+            )
+        )
+    elif cfg.logger.kind == "csv":
+        loggers.append(CSVLogger(save_dir=cfg.logger.save_dir, name=job_type, version=cfg.name))
+    return loggers

@@ -1,0 +1,245 @@
+"""The pretrain stage: its exports, per-instance held-out losses with their unigram floor, and its checkpoints: a
+SIGKILLed run resumed ends as the uninterrupted one, also with its global batch split otherwise or compiled; a code
+change, a finished run or an unreadable checkpoint trains from scratch."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertlab.modeling.export import load_plain
+from bertlab.training.callbacks import RunRecord
+from tests.helpers import KILL_AT_STEP, PINNED, checkpoint, pretrain_patched, stage, validated_steps
+
+THROUGHPUT = {"train/time", "train/batches", "train/samples", "train/lengths"}
+
+
+def metrics(data: Path, name: str) -> dict:
+    return json.loads((data / "pretrain" / name / "metrics.json").read_text())
+
+
+def curve(data: Path, name: str) -> list[tuple]:
+    """The logged rows of metrics.csv, without the throughput monitor's (its time and counts since its process began)."""
+    with (data / "pretrain" / name / "metrics.csv").open(newline="") as f:
+        return [tuple((k, v) for k, v in sorted(row.items()) if k not in THROUGHPUT) for row in csv.DictReader(f)]
+
+
+@pytest.fixture(scope="module")
+def whole(prepared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The uninterrupted run."""
+    done = pretrain_patched(prepared, tmp_path_factory.mktemp("whole"), "name=whole")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming" not in done.stderr + done.stdout
+    return metrics(prepared, "whole")
+
+
+def test_pretrain_exports_model_and_held_out_perplexity(prepared: Path) -> None:
+    done = stage("pretrain", prepared, "name=bert", "pretrain.dropout=0.0")
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = prepared / "pretrain/bert"
+    result = json.loads((out / "metrics.json").read_text())
+    assert result["steps"] == 4 and result["shape"]["num_layers"] == 1
+    assert 1 < result["heldout_ppl"] < 1000
+    model, config = load_plain(out)
+    assert config.hidden_size == 32 and model.nsp is not None
+    assert config.dropout == config.attention_dropout == 0.0  # pretrained without dropout, as asked
+    assert (out / "hf/config.json").exists() and (out / "metrics.csv").exists()
+    assert not list((prepared / "checkpoints/pretrain").glob("bert-*"))  # removed once the outputs are written
+
+
+@pytest.mark.parametrize(("objective", "stats_key"), [("mlm_nsp", "nsp"), ("ltr", "packed_next_token")])
+def test_heldout_items_recompute_the_perplexity_and_its_unigram_floor(
+        prepared: Path, objective: str, stats_key: str) -> None:
+    name = f"items_{objective}"
+    done = stage("pretrain", prepared, f"name={name}", f"objective={objective}", "pretrain.max_steps=2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = metrics(prepared, name)
+    items = json.loads((prepared / "pretrain" / name / "heldout_items.json").read_text())
+    fmt = "nsp" if objective == "mlm_nsp" else "packed"
+    heldout = np.load(prepared / f"pretrain_data/heldout_{fmt}/input_ids.npy")
+    assert items["format"] == fmt and items["kind"] == result["heldout_kind"] and items["n"] == len(heldout)
+    model, floor = items["model"], items["floor"]
+    assert len(model["loss_sum"]) == len(model["count"]) == len(floor["loss_sum"]) == len(heldout)
+    assert model["count"] == floor["count"] and min(model["count"]) > 0  # the floor on the same positions
+    ppl = math.exp(sum(model["loss_sum"]) / sum(model["count"]))
+    assert ppl == pytest.approx(result["heldout_ppl"], rel=1e-12)
+    assert result["heldout_mlm_loss"] == pytest.approx(math.log(ppl), rel=1e-12)
+    floor_ppl = math.exp(sum(floor["loss_sum"]) / sum(floor["count"]))
+    assert floor_ppl == pytest.approx(result["heldout_unigram_ppl"], rel=1e-12)
+    stats = json.loads((prepared / "pretrain_data/stats.json").read_text())
+    assert floor_ppl == pytest.approx(stats["heldout_unigram_ppl"][stats_key], rel=1e-12)  # same masks, same counts
+    if objective == "ltr":  # every next token of every row is scored
+        assert model["count"] == [int((row != 0).sum()) - 1 for row in heldout]
+    else:  # ~15% of the non-special tokens
+        assert 0.1 < sum(model["count"]) / int((heldout >= 5).sum()) < 0.2
+
+
+def test_heldout_positions_are_masked_at_15_percent_whatever_rate_trains(prepared: Path) -> None:
+    done = stage("pretrain", prepared, "name=rate40", "objective.mlm_probability=0.4", "pretrain.max_steps=2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    items = json.loads((prepared / "pretrain/rate40/heldout_items.json").read_text())
+    floor = items["floor"]
+    heldout = np.load(prepared / "pretrain_data/heldout_nsp/input_ids.npy")
+    assert 0.1 < sum(floor["count"]) / int((heldout >= 5).sum()) < 0.2   # not ~40%
+    stats = json.loads((prepared / "pretrain_data/stats.json").read_text())
+    floor_ppl = math.exp(sum(floor["loss_sum"]) / sum(floor["count"]))
+    assert floor_ppl == pytest.approx(stats["heldout_unigram_ppl"]["nsp"], rel=1e-12)   # the 15% run's positions
+
+
+def test_unigram_counts_are_the_training_tokens(prepared: Path) -> None:
+    counts = np.load(prepared / "pretrain_data/unigram_counts.npy")
+    train = np.load(prepared / "pretrain_data/train_packed/input_ids.npy")
+    assert counts.sum() == int((train != 0).sum()) and counts[0] == 0
+    assert counts[3] == len(train) + json.loads((prepared / "pretrain_data/stats.json").read_text())[
+        "documents"]["train"] - 1  # [SEP]: one per instance, one between documents
+
+
+def test_sigkill_then_rerun_equals_the_uninterrupted_run(prepared: Path, whole: dict, tmp_path: Path) -> None:
+    killed = pretrain_patched(prepared, tmp_path, "name=killed", kill_at=KILL_AT_STEP)
+    assert killed.returncode == -9, killed.stderr[-3000:]  # SIGKILL
+    assert not (prepared / "pretrain/killed").exists()  # no half-written export
+    last = checkpoint(prepared, "killed")
+    state = torch.load(last, map_location="cpu", weights_only=False)
+    assert state["global_step"] == 4
+    done = pretrain_patched(prepared, tmp_path, "name=killed")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming from {last}" in done.stdout + done.stderr
+    resumed = metrics(prepared, "killed")
+    print(f"held-out ppl: uninterrupted {whole['heldout_ppl']!r}, killed + resumed {resumed['heldout_ppl']!r}, "
+          f"relative difference {abs(resumed['heldout_ppl'] / whole['heldout_ppl'] - 1):.3g}")
+    assert resumed["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-6)
+    assert resumed["steps"] == whole["steps"] == 12
+    assert resumed["train_seconds"] >= round(state["callbacks"]["RunRecord"]["train_seconds"], 1) > 0
+    assert curve(prepared, "killed") == curve(prepared, "whole")  # every step logged once, the same numbers
+    steps = [int(r["step"]) for r in csv.DictReader((prepared / "pretrain/killed/metrics.csv").open())
+             if r["train/loss"]]
+    assert steps == [9]  # log_every_n_steps=10 over 12 steps: one training row, not lost to the kill
+    items = [json.loads((prepared / f"pretrain/{n}/heldout_items.json").read_text()) for n in ("killed", "whole")]
+    np.testing.assert_allclose(items[0]["model"]["loss_sum"], items[1]["model"]["loss_sum"], rtol=1e-6)
+
+
+def test_a_code_change_trains_from_scratch(prepared: Path, whole: dict, tmp_path: Path) -> None:
+    killed = pretrain_patched(prepared, tmp_path, "name=code", kill_at=KILL_AT_STEP)
+    assert killed.returncode == -9
+    old = checkpoint(prepared, "code")
+    done = pretrain_patched(prepared, tmp_path, "name=code", code_hash="0" * 64)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming" not in done.stderr + done.stdout
+    assert old.exists()  # another key's directory: left alone, never used
+    assert metrics(prepared, "code")["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-6)
+    assert metrics(prepared, "code")["steps"] == 12
+
+
+def test_a_finished_run_rerun_trains_from_scratch(prepared: Path, whole: dict, tmp_path: Path) -> None:
+    done = pretrain_patched(prepared, tmp_path, "name=whole")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming" not in done.stderr + done.stdout
+    again = metrics(prepared, "whole")
+    assert again["steps"] == 12 and again["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-6)
+    assert len(curve(prepared, "whole")) > 3
+
+
+def test_an_unreadable_checkpoint_is_moved_aside_and_the_run_starts_afresh(
+        prepared: Path, whole: dict, tmp_path: Path) -> None:
+    killed = pretrain_patched(prepared, tmp_path, "name=corrupt", kill_at=KILL_AT_STEP)
+    assert killed.returncode == -9
+    last = checkpoint(prepared, "corrupt")
+    last.write_bytes(last.read_bytes()[:1000])  # truncated, as by a full disk
+    done = pretrain_patched(prepared, tmp_path, "name=corrupt")
+    assert done.returncode == 0, done.stderr[-3000:]
+    aside = last.parent.with_name(f"{last.parent.name}.unreadable.ckpt")
+    log = done.stdout + done.stderr
+    assert aside.exists() and f"{last} is unreadable" in log and f"moved to {aside}" in log
+    assert "resuming" not in log
+    assert metrics(prepared, "corrupt")["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-6)
+
+
+def test_a_short_phase_needs_its_instances(prepared: Path, tmp_path: Path) -> None:
+    missing = stage("pretrain", prepared, "name=nophase", "pretrain.short_seq_fraction=0.5")
+    assert missing.returncode == 2 and "set pretrain_data.short_seq_length" in missing.stderr.strip().splitlines()[-1]
+    for part in ("download", "tokenizer"):
+        shutil.copytree(prepared / part, tmp_path / part)
+    done = stage("pretrain_data", tmp_path, "pretrain_data.short_seq_length=16")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert np.load(tmp_path / "pretrain_data/train_nsp_short/input_ids.npy").shape[1] == 16
+    done = stage("pretrain", tmp_path, "name=phased", "pretrain.short_seq_fraction=0.5")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert metrics(tmp_path, "phased")["max_seq_length"] == 64
+
+
+def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:
+    done = stage("pretrain", prepared, "-m", "model.num_layers=1,2", "name=sweep_L${model.num_layers}",
+                 "pretrain.max_steps=2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "#0 : " in done.stdout + done.stderr and "#1 : " in done.stdout + done.stderr
+    for layers in (1, 2):  # each job exports under its own name
+        assert load_plain(prepared / f"pretrain/sweep_L{layers}")[1].num_layers == layers
+
+
+def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
+    """The paper-scale profile with its GPU `impl` (bf16 autocast, torch.compile, devices=auto) on a CPU."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", "profile=gpu", "name=gpu", "logger=csv",
+         "model=tiny", "pretrain.batch_size=4", "pretrain.max_steps=2", "pretrain.val_every_steps=2"],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "bf16" in done.stderr and "max_steps=2` reached" in done.stderr + done.stdout
+    assert json.loads((prepared / "pretrain/gpu/metrics.json").read_text())["steps"] == 2
+
+
+def test_a_run_identical_to_a_finished_one_copies_it(prepared: Path, whole: dict, tmp_path: Path) -> None:
+    """Same settings, code and inputs under another name: a finished run's outputs, nothing trained."""
+    done = pretrain_patched(prepared, tmp_path, "name=twin", "impl.reuse_twins=true")
+    assert done.returncode == 0, done.stderr[-3000:]
+    twin = metrics(prepared, "twin")
+    source = metrics(prepared, twin["trained_as"])  # "whole", or another finished run of these settings
+    assert twin["name"] == "twin" and source["run_key"] == whole["run_key"] == twin["run_key"]
+    assert {k: v for k, v in twin.items() if k not in ("name", "trained_as")} == {
+        k: v for k, v in source.items() if k != "name"}
+    model = (prepared / "pretrain" / twin["trained_as"] / "model.pt").read_bytes()
+    assert (prepared / "pretrain/twin/model.pt").read_bytes() == model
+    assert not list((prepared / "checkpoints" / "pretrain").glob("twin-*"))  # nothing trained, nothing resumed
+
+
+def kill_then_resume(data: Path, tmp: Path, name: str, *resume_args: str) -> tuple[str, subprocess.CompletedProcess]:
+    """Kill run `name` at KILL_AT_STEP, rerun it with `resume_args`; the checkpoint's key and the finished rerun,
+    which resumed from that checkpoint."""
+    killed = pretrain_patched(data, tmp, f"name={name}", kill_at=KILL_AT_STEP, code_hash=PINNED)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    last = checkpoint(data, name)
+    key = RunRecord.key_of(torch.load(last, map_location="cpu", weights_only=False))
+    done = pretrain_patched(data, tmp, f"name={name}", *resume_args, code_hash=PINNED)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming from {last}" in done.stdout + done.stderr
+    return key, done
+
+
+def test_a_run_resumes_with_its_global_batch_split_into_accumulation_steps(
+        prepared: Path, whole: dict, tmp_path: Path) -> None:
+    """Killed at batch 8 x 1, resumed as 4 x 2 (impl.max_device_batch=4): the same run key, optimizer steps and
+    validations; the numbers within what other mask and dropout draws move them (not bit-identical)."""
+    key, done = kill_then_resume(prepared, tmp_path, "split", "impl.max_device_batch=4")
+    assert "pretrain.batch_size=8: 4 x 1 device(s) x 1 node(s) x 2 accumulation step(s)" in done.stdout + done.stderr
+    resumed = metrics(prepared, "split")
+    assert resumed["run_key"] == key and resumed["global_batch"] == whole["global_batch"] == 8
+    assert resumed["steps"] == 12 and validated_steps(prepared, "split") == validated_steps(prepared, "whole")
+    assert abs(resumed["heldout_ppl"] / whole["heldout_ppl"] - 1) < 0.02
+
+
+@pytest.mark.slow
+def test_a_run_resumes_compiled_after_a_kill_uncompiled(
+        prepared: Path, whole: dict, tmp_path: Path) -> None:
+    key, _ = kill_then_resume(prepared, tmp_path, "compiled", "impl.compile=true")
+    resumed = metrics(prepared, "compiled")
+    assert resumed["run_key"] == key and resumed["steps"] == 12
+    assert resumed["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-3)  # compiled kernels round otherwise

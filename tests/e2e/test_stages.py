@@ -1,0 +1,103 @@
+"""The stages as users run them (`python -m bertlab.<stage> ...`), on the synthetic mirror, in a temp data dir
+(pretrain: test_pretrain.py; bad inputs: test_bad_inputs.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from bertlab.stage import process_age
+from tests.helpers import ENV, stage
+from tests.report_data import write_data
+
+
+def test_download_writes_corpus_tasks_and_marks_missing_ones(prepared: Path) -> None:
+    manifest = json.loads((prepared / "download/manifest.json").read_text())
+    assert manifest["corpus"]["documents"] == 44
+    assert manifest["tasks"]["sst2"] == {"status": "ok", "rows": {"train": 64, "validation": 32}}
+    assert manifest["tasks"]["mnli"]["status"] == "no data"
+    assert "nyu-mll/glue/mnli/train is not in the mirror" in manifest["tasks"]["mnli"]["reason"]
+    assert (prepared / "download/tasks/mrpc/validation").is_dir()
+    assert (prepared / "download/tasks/mnli/NO_DATA").read_text().startswith("nyu-mll/glue/mnli/train is not in")
+
+
+def test_download_without_mirror_or_network_fails_fast_in_one_line(tmp_path: Path) -> None:
+    start = time.perf_counter()
+    done = stage("download", tmp_path)
+    assert done.returncode != 0 and time.perf_counter() - start < 60
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "BERTLAB_DATA_MIRROR" in lines[0]
+    assert not (tmp_path / "download").exists() and not list(tmp_path.glob("download*"))
+
+
+def test_tokenizer_has_bert_special_tokens_first(prepared: Path) -> None:
+    tok = Tokenizer.from_file(str(prepared / "tokenizer/tokenizer.json"))
+    assert [tok.id_to_token(i) for i in range(5)] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert tok.get_vocab_size() <= 300
+    assert tok.encode("the cat", "sat").tokens == ["[CLS]", "the", "cat", "[SEP]", "sat", "[SEP]"]
+
+
+def test_pretrain_data_stats(prepared: Path) -> None:
+    stats = json.loads((prepared / "pretrain_data/stats.json").read_text())
+    assert stats["documents"] == {"train": 36, "heldout": 8, "from_task_text": 0}
+    assert stats["instances"]["heldout_nsp"] == stats["instances"]["heldout_packed"] == 16  # as asked
+    assert 0.3 < stats["nsp"]["not_next_ratio_multi_sentence_chunks"] < 0.7
+    assert stats["heldout_unigram_ppl"]["nsp"] > 1
+
+
+def test_a_missing_input_names_the_stage_to_run(tmp_path: Path) -> None:
+    done = stage("pretrain", tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {tmp_path}/tokenizer/tokenizer.json not found: " \
+                                  "run `dvc repro tokenizer` (or `python -m bertlab.tokenizer`) first"
+
+
+def test_a_stage_process_records_its_start_up_and_total_time(tmp_path: Path, mirror: Path) -> None:
+    """Real stage processes: a completed one leaves its times (start-up: at least the interpreter and imports), a
+    refused one leaves none."""
+    assert 0 < process_age() < 24 * 3600
+    run = [sys.executable, "-m", "bertlab.download", f"data_dir={tmp_path}", f"mirror={mirror}", "logger=none"]
+    assert subprocess.run(run, capture_output=True, text=True).returncode == 0
+    record = json.loads((tmp_path / "timing" / "download" / "download.json").read_text())
+    assert 0.3 < record["startup_seconds"] < record["process_seconds"] < 300
+    refused = subprocess.run([sys.executable, "-m", "bertlab.tokenizer", f"data_dir={tmp_path}", "logger=none",
+                              "tokenizer.kind=nope"], capture_output=True, text=True)
+    assert refused.returncode == 2 and not (tmp_path / "timing" / "tokenizer").exists()
+
+
+def test_missing_task_data_is_a_no_data_record_and_exit_0(finetune_data: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bertlab.finetune", "profile=smoke", "logger=none", f"data_dir={finetune_data}",
+         "task=mnli", "name=nodata", "finetune.encoder=missing"],
+        capture_output=True, text=True, env=ENV, cwd=finetune_data,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "mnli: no data (nyu-mll/glue/mnli/train is not in the mirror)"
+    record = json.loads((finetune_data / "finetune" / "nodata" / "metrics.json").read_text())
+    assert record["status"] == "no data" and record["headline"] is None and record["task"] == "mnli"
+    assert record["reason"] == "nyu-mll/glue/mnli/train is not in the mirror"
+    assert record["floor"] is None and not (finetune_data / "finetune" / "nodata" / "items.json").exists()
+
+
+def test_cli_names_the_hydra_profile(tmp_path: Path) -> None:
+    write_data(tmp_path / "data")
+    env = os.environ | {"WANDB_MODE": "offline", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+    subprocess.run(
+        [sys.executable, "-m", "bertlab.ablations", "profile=smoke", f"data_dir={tmp_path / 'data'}",
+         f"ablations.report_dir={tmp_path / 'reports'}", "logger=none", f"hydra.run.dir={tmp_path / 'hydra'}",
+         "ablations.bootstrap.draws=200"],
+        check=True, env=env, capture_output=True,
+    )
+    assert "- Profile: `smoke`;" in (tmp_path / "reports" / "ablations.md").read_text()
+
+
+def test_the_configs_stage_imports_a_light_report_module() -> None:
+    code = "import sys; import bertlab.report; print(sorted({'matplotlib', 'numpy', 'torch'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]"
