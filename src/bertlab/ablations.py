@@ -75,11 +75,11 @@ def log_wandb(cfg: DictConfig, built: render.Report) -> None:
     import wandb
 
     Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
-    with wandb.init(
+    with stage.start_wandb(lambda offline: wandb.init(
         project=cfg.logger.project, group="ablations", job_type="report", name="ablations",
-        dir=cfg.logger.save_dir, mode="offline" if cfg.logger.offline else "online",
-        config=OmegaConf.to_container(cfg.ablations, resolve=True),
-    ) as run:
+        dir=cfg.logger.save_dir, mode="offline" if offline else "online",
+        config=OmegaConf.to_container(cfg.ablations, resolve=True), settings=stage.wandb_settings(),
+    ), cfg.logger.offline, cfg.logger.save_dir) as run:
         tables = {t: wandb.Table(columns=list(render.CSV_FIELDS), data=render.csv_rows(built.entries, t))
                   for t in TABLES}
         findings = wandb.Table(columns=list(render.FINDING_FIELDS), data=render.finding_rows(built.findings))

@@ -36,7 +36,7 @@ from bertlab.configs import RESULT_KEYS, select
 from bertlab.data.datamodule import Lengths, TaskDataModule
 from bertlab.data.tasks import Task
 from bertlab.evaluate import items_and_floor
-from bertlab.export import CONFIG, load_plain
+from bertlab.export import CONFIG, load_plain, plain_config
 from bertlab.finetune_model import MODES, POOLINGS, FinetuneModule
 from bertlab.heads import FEATURES, feature_signature
 from bertlab.model import BertEncoder
@@ -75,7 +75,7 @@ def missing_data_reason(data_dir: Path, task: str) -> str | None:
 
 def load_tokenizer(data_dir: Path) -> tuple[Tokenizer, Path]:
     path = stage.require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    return Tokenizer.from_file(str(path)), path
+    return stage.read_tokenizer(path), path
 
 
 def load_encoder(
@@ -87,7 +87,7 @@ def load_encoder(
     d = data_dir / "pretrain" / name
     if not (d / "model.pt").exists() or not (d / CONFIG).exists():
         raise stage.UserError(f"encoder {name!r}: no pretrained model in {d} (run the pretrain stage with name={name})")
-    vocab, tokens = stage.read_json(d / CONFIG)["vocab_size"], tokenizer.get_vocab_size()
+    vocab, tokens = plain_config(d / CONFIG).vocab_size, tokenizer.get_vocab_size()
     if vocab != tokens:
         raise stage.UserError(f"{tokenizer_file} has {tokens} tokens but {d / CONFIG} has vocab_size {vocab}: "
                               f"the encoder was pretrained with another tokenizer (rerun pretrain with this one)")
@@ -110,7 +110,7 @@ def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
         return None
     settings = select(cfg, RESULT_KEYS["finetune"])
     settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
-    num_layers = stage.read_json(metrics.parent / CONFIG)["num_layers"]
+    num_layers = plain_config(metrics.parent / CONFIG).num_layers
     settings["finetune"]["features"] = (feature_signature(ft.features, num_layers)
                                         if ft.mode == "feature_based" else None)
     inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]

@@ -116,7 +116,7 @@ def nsp_stats(inst: Instances) -> dict[str, float]:
 def run(cfg: DictConfig) -> None:
     data_dir = Path(cfg.data_dir)
     tokenizer_file = stage.require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    tokenizer = stage.read_tokenizer(tokenizer_file)
     corpus = datasets.load_from_disk(str(stage.require(data_dir / "download" / "corpus", "download")))
     c, p = cfg.corpus, cfg.pretrain_data
     texts = TextColumn(corpus)

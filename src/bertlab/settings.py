@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab.stage import UserError
+from bertlab.stage import CONF_DIR, UserError
 
 NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
 
@@ -92,10 +94,12 @@ SETTINGS: dict[str, Number] = {
 }
 
 
-def check_name(name: Any) -> str:
-    """`name` if it is a single safe path component (it names output directories that reruns replace)."""
+def check_name(name: Any, key: str = "name") -> str:
+    """`name` if it is a single safe path component (it names output directories that reruns replace, or the folder
+    under `data_dir` that a run reads: nothing outside `data_dir` is reached through a name)."""
     if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
-        raise UserError(f"name={name!r}: a run name must be one path component of letters, digits and _ . = - "
+        what = "a run name" if key == "name" else "it names a folder under data_dir and"
+        raise UserError(f"{key}={name!r}: {what} must be one path component of letters, digits and _ . = - "
                         "(not empty, '.' or '..')")
     return name
 
@@ -114,11 +118,40 @@ def check(cfg: DictConfig) -> None:
             raise UserError(f"{key}: expected a single value, got {OmegaConf.to_yaml(value).strip()!r}")
         if why := rule.problem(value):
             raise UserError(f"{key}={value!r}: {why}")
-    if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not OmegaConf.select(cfg, "objective.causal"):
+    causal = OmegaConf.select(cfg, "objective.causal")
+    if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not causal:
         raise UserError("objective.mlm_probability=0: a masked-LM objective needs a masking rate > 0")
+    if OmegaConf.select(cfg, "objective.heldout_mlm_probability") == 0 and not causal:
+        raise UserError("objective.heldout_mlm_probability=0: a masked-LM objective is scored on masked held-out "
+                        "positions and needs a rate > 0 (the paper's 0.15)")
+    steps, warmup = OmegaConf.select(cfg, "pretrain.max_steps"), OmegaConf.select(cfg, "pretrain.warmup_steps")
+    if steps and warmup is not None and warmup > steps:  # max_steps=0: never trained, no schedule
+        raise UserError(f"pretrain.warmup_steps={warmup} exceeds pretrain.max_steps={steps}: the learning rate would "
+                        "never reach pretrain.lr")
+    for key in ("finetune.encoder", "task.name"):  # each names a folder under data_dir
+        if _has(cfg, key):
+            check_name(OmegaConf.select(cfg, key), key)
     heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")
+
+
+def check_appended(overrides: Sequence[str], compose: Callable[[list[str]], DictConfig]) -> None:
+    """A UserError for an override that appends a setting the config does not have (`+key=value`, or `++key=value`
+    where the key is new): Hydra refuses a misspelt `key=value`, but `+` adds whatever it names, so `+pretrain.lrr=0.5`
+    would train with the learning rate unchanged. `compose(overrides)` composes the run's config with `overrides`;
+    a config-group choice (`+profile_task=cpu_mrpc`) is not a setting."""
+    added = [o for o in overrides if o.startswith("+")]
+    if not added:
+        return
+    base = compose([o for o in overrides if not o.startswith("+")])
+    for override in added:
+        key = override.lstrip("+").split("=", 1)[0]
+        if "." not in key and (Path(CONF_DIR) / key.split("@")[0]).is_dir():
+            continue
+        if not _has(base, key):
+            raise UserError(f"{override}: there is no setting {key} (a '+' adds one that nothing reads): check its "
+                            "spelling")
 
 
 def _has(cfg: DictConfig, key: str) -> bool:

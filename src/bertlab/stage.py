@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -9,18 +10,21 @@ import logging
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+T = TypeVar("T")
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,15 @@ OmegaConf.register_new_resolver("shrink", lambda size, by: max(1, int(size) // i
 
 class UserError(RuntimeError):
     """Bad input or missing data: reported as one line, exit status 2."""
+
+
+class Interrupted(BaseException):  # not an Exception: no handler of errors may swallow a stop
+    """SIGTERM or SIGINT (`stop_on_signals`): the stage stops where it is, as a kill would stop it (pretraining
+    resumes from its last checkpoint); reported as one line, exit status 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def main(fn: Callable[[DictConfig], None]) -> Callable[[], None]:
@@ -49,10 +62,16 @@ def main(fn: Callable[[DictConfig], None]) -> Callable[[], None]:
     @functools.wraps(fn)
     def task(cfg: DictConfig) -> None:
         startup, began = process_age(), time.perf_counter()
+        logging.raiseExceptions = False  # a log file on a full disk: not thousands of lines of "Logging error"
         try:
+            stop_on_signals()
             settings.check(cfg)
+            settings.check_appended(*composed_overrides())
             if stage_name != "ablations":  # which writes into ablations.report_dir, checked there
                 check_writable(Path(cfg.data_dir) / stage_name)
+                check_free_space(Path(cfg.data_dir), MIN_FREE_BYTES, f"the {stage_name} stage")
+            if stage_name in ("pretrain", "finetune"):  # their work folders, before any training
+                check_writable(Path(cfg.data_dir) / "checkpoints" / stage_name)
             fn(cfg)
             if startup is not None and all(os.environ.get(v, "0") == "0" for v in ("RANK", "LOCAL_RANK", "NODE_RANK")):
                 run = cfg.name if stage_name in ("pretrain", "finetune") else stage_name
@@ -62,8 +81,103 @@ def main(fn: Callable[[DictConfig], None]) -> Callable[[], None]:
         except (UserError, SourceError) as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
+        except Interrupted as stop:
+            print(f"error: stopped by {signal.Signals(stop.signum).name}: rerun the same command to finish "
+                  "(pretraining resumes from its last checkpoint)", file=sys.stderr)
+            sys.exit(128 + stop.signum)
+        except Exception as err:
+            if (full := disk_full(err)) is None:
+                raise
+            print(f"error: no space left on the device of {full} ({cfg.data_dir}): free some and rerun the same "
+                  "command (pretraining resumes from its last checkpoint)", file=sys.stderr)
+            sys.exit(2)
 
     return hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(task)
+
+
+def stop_on_signals() -> None:
+    """SIGTERM and SIGINT raise `Interrupted` in this process (its forked workers die of them as before). Under DVC
+    (`DVC_STAGE` set), the death of the process that started this one counts as a SIGTERM: `dvc repro` stopped by
+    SIGTERM exits at once without passing it on, which left its stage running as an orphan."""
+    owner = os.getpid()
+
+    def handler(signum: int, _: Any) -> None:
+        if os.getpid() != owner:  # a forked worker inherited this handler: die of the signal, as before
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Interrupted(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, handler)
+    if os.environ.get("DVC_STAGE"):
+        watch_parent()
+
+
+def watch_parent(every: float = 1.0) -> None:
+    """SIGTERM to this process, from a daemon thread checking every `every` seconds, once the process that started it
+    has gone (or, when that is a shell, the shell's parent: DVC runs a stage's command through `$SHELL -c`)."""
+    def parent_of(pid: int) -> int | None:
+        try:
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def name_of(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return ""
+
+    me, parent = os.getpid(), os.getppid()
+    grandparent = parent_of(parent) if name_of(parent) in ("sh", "bash", "dash", "zsh", "fish") else None
+
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            if os.getppid() != parent or (grandparent is not None and parent_of(parent) != grandparent):
+                log.warning("the process that started this stage has ended: stopping")
+                os.kill(me, signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="bertlab-watch-parent", daemon=True).start()
+
+
+def disk_full(err: BaseException) -> str | None:
+    """The file (or "a file") whose write failed for want of space, if that is what `err` (or its cause) is."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return str(seen.filename or "a file")
+        if "No space left on device" in str(seen) or "file write failed" in str(seen):  # torch's zip writer
+            return "a file"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+MIN_FREE_BYTES = 64 << 20  # every stage writes logs, a timing record and its outputs
+
+
+def check_free_space(directory: Path, needed: int, what: str) -> None:
+    """A UserError unless the filesystem of `directory` (or where it would be created) has `needed` bytes free."""
+    probe = Path(directory)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return  # not measurable: writing will tell
+    if free < needed:
+        raise UserError(f"{directory}: {free / 2**20:,.0f} MiB free on its device, {what} needs about "
+                        f"{needed / 2**20:,.0f} MiB: free some space first")
+
+
+def composed_overrides() -> tuple[list[str], Callable[[list[str]], DictConfig]]:
+    """This Hydra run's command-line overrides, and a function that composes its config with other overrides."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra_cfg = HydraConfig.get()
+    return list(hydra_cfg.overrides.task), lambda overrides: hydra.compose(hydra_cfg.job.config_name, overrides)
 
 
 def process_age() -> float | None:
@@ -147,7 +261,23 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """The JSON in `path`; a UserError naming it when it is not JSON (garbage, truncated)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
+        raise UserError(f"{path} is not valid JSON ({err})") from err
+
+
+def read_tokenizer(path: str | Path) -> Any:
+    """The `tokenizers.Tokenizer` saved in `path` (the tokenizer stage's); a UserError naming the file when it is
+    not one (garbage, truncated)."""
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # the Rust side raises plain Exceptions
+        raise UserError(f"{path} is not a readable tokenizer ({str(err).splitlines()[0] if str(err) else err!r}): "
+                        "rerun `dvc repro tokenizer` (or `python -m bertlab.tokenizer`)") from err
 
 
 def apply_impl(impl: DictConfig) -> None:
@@ -243,16 +373,67 @@ def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path, tables: l
     loggers: list = [CSVLogger(save_dir=str(save_dir), name="", version="")]
     if cfg.logger.kind == "wandb":
         Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
-        loggers.append(
-            WandbLogger(
+
+        def start(offline: bool) -> WandbLogger:
+            logger = WandbLogger(
                 project=cfg.logger.project, name=cfg.name, group=tables[0] if tables else job_type,
-                job_type=job_type, tags=tables, save_dir=cfg.logger.save_dir, offline=cfg.logger.offline,
-                config=OmegaConf.to_container(cfg, resolve=True),
+                job_type=job_type, tags=tables, save_dir=cfg.logger.save_dir, offline=offline,
+                config=OmegaConf.to_container(cfg, resolve=True), settings=wandb_settings(),
             )
-        )
+            if not offline:
+                logger.experiment  # noqa: B018  (starts the online run now: a failure falls back before training)
+            return logger
+
+        loggers.append(start_wandb(start, cfg.logger.offline, cfg.logger.save_dir))
     elif cfg.logger.kind == "csv":
         loggers.append(CSVLogger(save_dir=cfg.logger.save_dir, name=job_type, version=cfg.name))
     return loggers
+
+
+WANDB_INIT_TIMEOUT = 20  # seconds W&B may take to start an online run (its default: 90, then a traceback)
+
+
+def wandb_settings() -> Any:
+    import wandb
+
+    return wandb.Settings(init_timeout=WANDB_INIT_TIMEOUT)
+
+
+def start_wandb(start: Callable[[bool], T], offline: bool, save_dir: str) -> T:
+    """`start(offline)`. Online, when W&B's server cannot be reached (checked in at most 5 s) or refuses or times out
+    the run (no API key, a wrong one), it logs offline instead, with one warning line: a pipeline never stops, nor
+    waits minutes, for its logger."""
+    if not offline:
+        why = wandb_unreachable()
+        if why is None:
+            try:
+                return start(False)
+            except Exception as err:  # wandb raises UsageError, CommError, ...
+                why = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+                with suppress(Exception):
+                    import wandb
+
+                    wandb.finish(exit_code=1)
+        log.warning("W&B cannot log online (%s): logging offline under %s instead (upload later with `wandb sync`)",
+                    why, save_dir)
+    return start(True)
+
+
+def wandb_unreachable(timeout: float = 5.0) -> str | None:
+    """Why W&B's server cannot be reached from here, or None (also when WANDB_MODE keeps W&B offline anyway)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
+        return None
+    import wandb
+
+    url = urlparse(str(wandb.Settings().base_url))
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+    except (OSError, TypeError, ValueError) as err:
+        return f"{url.hostname} unreachable: {err}"
+    return None
 
 
 def code_hash() -> str:
