@@ -45,8 +45,8 @@ def write_split(root: Path, hub_id: str, config: str, split: str, rows: dict[str
 # -- stages as processes (`python -m bertlab.<stage>`), with a tiny model and vocabulary -----------------------------
 
 TINY = ["profile=smoke", "model=tiny", "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2",
-        "model.intermediate_size=64", "tokenizer.vocab_size=300", "pretrain.batch_size=8",
-        "pretrain.max_steps=4", "pretrain.val_every_steps=2", "pretrain.checkpoint_every_steps=2",
+        "model.intermediate_size=64", "tokenizer.vocab_size=300", "pretrain.batch_size=8", "pretrain.max_steps=4",
+        "pretrain.warmup_steps=1", "pretrain.val_every_steps=2", "pretrain.checkpoint_every_steps=2",
         "pretrain_data.heldout_instances=16", "corpus.heldout_documents=8", "logger=csv"]
 
 

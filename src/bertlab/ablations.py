@@ -2,8 +2,9 @@
 
 Reads `data/pretrain/*/{metrics.json,metrics.csv,heldout_items.json}`, `data/finetune/*/{metrics.json,items.json}`
 and `data/download/manifest.json`. Writes into `ablations.report_dir` (default `reports/`): `ablations.md`,
-`ablations_table{5,6,7}.csv`, `ablations_findings.csv`, `metrics.json`, `figures/` and `pretrain_loss/`, all built in
-a scratch directory first and then moved into place; other files in the report directory are left alone.
+`ablations_table{5,6,7}.csv`, `ablations_findings.csv`, `metrics.json`, `figures/*.png` and `pretrain_loss/*.csv`
+(dvc.yaml's outputs), all built in a scratch directory first and then moved into place file by file; no other file
+in the report directory, its `figures/` or `pretrain_loss/`, is ever replaced or removed.
 With `logger=wandb`, logs the tables, the findings (each pair's interval and verdict) and the figures to one W&B
 run in group "ablations".
 """
@@ -11,7 +12,6 @@ run in group "ablations".
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -19,10 +19,12 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab import stage
+from bertlab.errors import UserError
 from bertlab.files import check_writable
 from bertlab.report import collect, render
 from bertlab.report.deviations import deviations
 from bertlab.report.tables import TABLES
+from bertlab.tracking import start_wandb, wandb_settings
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +39,22 @@ def git_commit() -> str:
 
 
 def publish(src: Path, dest: Path) -> None:
-    """Move every file and directory of `src` into `dest`, replacing those of the same name only."""
-    for item in sorted(src.iterdir()):
-        target = dest / item.name
-        if target.is_dir():
-            shutil.rmtree(target)
-        item.replace(target)
+    """Move the report's files from `src` into `dest` file by file, each replacing only the file of its own name:
+    nothing else in `dest`, its `figures/` or `pretrain_loss/` is touched, whatever directory `dest` is (under `dvc
+    repro`, DVC removes the declared outputs before the stage runs, so no earlier report's file lingers there). A
+    directory where a report file goes, or a file where its folder goes, stops the stage before anything moves."""
+    items = sorted(src.rglob("*"))
+    for item in items:
+        target = dest / item.relative_to(src)
+        if target.exists() and target.is_dir() != item.is_dir():
+            raise UserError(f"{target} is in the way of the report's {'folder' if item.is_dir() else 'file'} "
+                                  f"{item.relative_to(src)}: move it, or set ablations.report_dir to another folder")
+    for item in items:
+        target = dest / item.relative_to(src)
+        if item.is_dir():
+            target.mkdir(exist_ok=True)
+        else:
+            item.replace(target)
 
 
 def build(cfg: DictConfig, profile: str) -> render.Report:
@@ -66,11 +78,11 @@ def log_wandb(cfg: DictConfig, built: render.Report) -> None:
     import wandb
 
     Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
-    with wandb.init(
+    with start_wandb(lambda offline: wandb.init(
         project=cfg.logger.project, group="ablations", job_type="report", name="ablations",
-        dir=cfg.logger.save_dir, mode="offline" if cfg.logger.offline else "online",
-        config=OmegaConf.to_container(cfg.ablations, resolve=True),
-    ) as run:
+        dir=cfg.logger.save_dir, mode="offline" if offline else "online",
+        config=OmegaConf.to_container(cfg.ablations, resolve=True), settings=wandb_settings(),
+    ), cfg.logger.offline, cfg.logger.save_dir) as run:
         tables = {t: wandb.Table(columns=list(render.CSV_FIELDS), data=render.csv_rows(built.entries, t))
                   for t in TABLES}
         findings = wandb.Table(columns=list(render.FINDING_FIELDS), data=render.finding_rows(built.findings))

@@ -31,6 +31,9 @@ from bertlab.runs import RESULT_KEYS, cell_fields, values_at
 from bertlab.stage import CONF_DIR
 
 
+PARAMS = ("profile", "corpus", "pretrain", "modes", "finetune")  # params.yaml's keys
+
+
 def corpus_preset(name: str) -> str:
     """params.yaml's `corpus`; `auto` follows where the data come from: `mirror` when `BERTLAB_DATA_MIRROR` is set,
     else `online`."""
@@ -84,6 +87,7 @@ def write_all(params: dict[str, Any], out: Path) -> int:
                 raise UserError(f"{stage} run {name!r} ({' '.join(overrides)}): {str(err).splitlines()[0]}") from err
             try:
                 settings.check(cfg)
+                settings.check_appended(overrides, lambda o: compose(config_name="config", overrides=o), Path(CONF_DIR))
             except UserError as err:
                 raise UserError(f"{stage} run {name!r}: {err}") from err
             full = OmegaConf.to_container(cfg, resolve=True)
@@ -98,11 +102,47 @@ def write_all(params: dict[str, Any], out: Path) -> int:
     return count
 
 
+def read_params(path: Path) -> dict[str, Any]:
+    """`params.yaml`, checked for what `runs` reads: its keys (no more, no fewer) and their shapes."""
+    try:
+        params = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read {path} ({getattr(err, 'strerror', None) or err})") from err
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UserError(f"{path} is not valid YAML{where}: {getattr(err, 'problem', None) or err}") from err
+    if not isinstance(params, dict):
+        raise UserError(f"{path} is {'empty' if params is None else 'not a mapping'}: it needs the keys "
+                        f"{', '.join(PARAMS)}")
+    if missing := [k for k in PARAMS if k not in params]:
+        raise UserError(f"{path} has no {', '.join(missing)} (it needs {', '.join(PARAMS)})")
+    if unknown := [k for k in params if k not in PARAMS]:
+        raise UserError(f"{path}: unknown key {unknown[0]!r} (its keys are {', '.join(PARAMS)})")
+    for key in ("profile", "corpus"):
+        if not isinstance(params[key], str):
+            raise UserError(f"{path}: {key}: expected a name, got {params[key]!r}")
+    for key in ("pretrain", "modes"):
+        if not isinstance(params[key], dict) or not all(
+                isinstance(v, list) and all(isinstance(o, str) for o in v) for v in params[key].values()):
+            raise UserError(f"{path}: {key}: expected names, each with a list of overrides")
+    if not isinstance(params["finetune"], dict):
+        raise UserError(f"{path}: finetune: expected tasks, each with seeds and runs")
+    for task, grid in params["finetune"].items():
+        ok = (isinstance(grid, dict) and set(grid) == {"seeds", "runs"} and isinstance(grid["seeds"], list)
+              and all(isinstance(s, int) and not isinstance(s, bool) for s in grid["seeds"])
+              and isinstance(grid["runs"], list) and all(isinstance(r, list) and len(r) == 2 for r in grid["runs"]))
+        if not ok:
+            raise UserError(f"{path}: finetune.{task}: expected seeds (a list of integers) and runs (a list of "
+                            "[encoder, mode] pairs)")
+    return params
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     params_file = Path(argv[0] if argv else "params.yaml")
-    params = yaml.safe_load(params_file.read_text())
     try:
+        params = read_params(params_file)
         n = write_all(params, Path("data") / "configs")
     except (UserError, KeyError) as err:
         print(f"error: {err}", file=sys.stderr)

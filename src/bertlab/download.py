@@ -9,14 +9,17 @@ the tasks whose data could not be had, which the tables then mark "no data").
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from omegaconf import DictConfig
 
-from bertlab.data.sources import hub_error, load_split, split_key
+from bertlab.data.sources import hub_error, load_split, mirror_files, split_key
 from bertlab.errors import SourceError, UnreadableFile, UserError
 from bertlab.files import atomic_dir, write_json
 from bertlab.stage import main
@@ -64,10 +67,91 @@ def stream_corpus(sources: list[DictConfig], path: Path, batch_size: int = 1000)
     return datasets.load_dataset("parquet", data_files=[str(path)], split="train")
 
 
+LONG_LINE = 100_000  # characters; the mirror's longest line of text is 6,193
+
+
+def warn_long_lines(corpus: datasets.Dataset, limit: int = LONG_LINE) -> None:
+    """One warning line when corpus documents hold a line of over `limit` characters (a book without line breaks):
+    their sentences are found at punctuation only, and `corpus.max_chars` or `tokenizer.max_chars` may cut them."""
+    lengths = pc.utf8_length(corpus.data.table.column("text")).to_numpy()
+    lines = [(max(map(len, corpus[int(i)]["text"].splitlines())), int(i)) for i in np.flatnonzero(lengths > limit)]
+    over = sorted(line for line in lines if line[0] > limit)
+    if over:
+        longest, index = over[-1]
+        log.warning("%d corpus document(s) hold a line of over %s characters (the longest, %s characters, in document "
+                    "%d from %s): their sentences are split at punctuation only, and corpus.max_chars or "
+                    "tokenizer.max_chars may cut them", len(over), f"{limit:,}", f"{longest:,}", index,
+                    corpus[index]["source"])
+
+
 def load_task(task: DictConfig, mirror: str | None) -> datasets.DatasetDict:
     """A task's train and evaluation splits."""
     splits = [task.train_split, *task.eval_splits]
     return datasets.DatasetDict({s: load_split(task.hub_id, task.config, s, mirror) for s in splits})
+
+
+def check_task(name: str, task: DictConfig, data: datasets.DatasetDict, mirror: str | None) -> None:
+    """A UserError naming the file (or hub split) of the first split of `task` that fine-tuning could not read as
+    `conf/task/<name>.yaml` says: no rows, a column it reads missing or of another type (text that is not UTF-8 is
+    not a string column), a label outside 0 .. num_labels - 1, text that is not valid UTF-8."""
+    for split, ds in data.items():
+        files = mirror_files(mirror, task.hub_id, task.config, split) if mirror else []
+        where = ", ".join(map(str, files)) or f"{split_key(task.hub_id, task.config, split)} (the hub)"
+        if len(ds) == 0:
+            raise UserError(f"{where} has no rows (task {name}, split {split})")
+        table = ds.data.table
+        for column, expected in _task_columns(task).items():
+            if column not in table.column_names:
+                raise UserError(f"{where} has no column {column!r}, which task {name} reads (conf/task/{name}.yaml); "
+                                f"its columns: {', '.join(table.column_names)}")
+            kind = table.schema.field(column).type
+            if not expected(kind):
+                raise UserError(f"{where}: column {column!r} is {kind}, not what task {name} reads "
+                                f"({_EXPECTED[task.kind][column == task.label_column]})")
+            try:
+                table.column(column).validate(full=True)
+            except pa.ArrowInvalid as err:
+                raise UserError(f"{where}: column {column!r} is not valid UTF-8 text ({err})") from err
+        if task.kind in ("classification", "tagging"):
+            labels = table.column(task.label_column)
+            if task.kind == "tagging":
+                labels = pa.chunked_array([c.flatten() for c in labels.chunks], type=labels.type.value_type)
+            low, high = pc.min_max(labels).values()
+            if low.is_valid and (low.as_py() < 0 or high.as_py() >= task.num_labels):
+                bad = low.as_py() if low.as_py() < 0 else high.as_py()
+                raise UserError(f"{where}: column {task.label_column!r} holds the label {bad}, outside 0 .. "
+                                f"{task.num_labels - 1} (task {name} has num_labels={task.num_labels})")
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _is_list_of(kind: pa.DataType, element: Callable[[pa.DataType], bool]) -> bool:
+    return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and element(kind.value_type)
+
+
+def _is_answers(kind: pa.DataType) -> bool:
+    fields = {f.name: f.type for f in kind} if pa.types.is_struct(kind) else {}
+    return (_is_list_of(fields.get("text", pa.null()), _is_text)
+            and _is_list_of(fields.get("answer_start", pa.null()), pa.types.is_integer))
+
+
+_EXPECTED = {  # task kind -> (what its text columns hold, what its label column holds)
+    "classification": ("text", "integer labels"), "regression": ("text", "numbers"),
+    "tagging": ("lists of words", "lists of integer tags"), "span": ("text", "answers {text, answer_start}"),
+}
+
+
+def _task_columns(task: DictConfig) -> dict[str, Callable[[pa.DataType], bool]]:
+    """Each column the task reads, with the test its arrow type must pass."""
+    text, label = {
+        "classification": (_is_text, pa.types.is_integer),
+        "regression": (_is_text, lambda t: pa.types.is_integer(t) or pa.types.is_floating(t)),
+        "tagging": (lambda t: _is_list_of(t, _is_text), lambda t: _is_list_of(t, pa.types.is_integer)),
+        "span": (_is_text, _is_answers),
+    }[task.kind]
+    return {**{c: text for c in task.text_columns}, task.label_column: label}
 
 
 def deviations_for(keys: list[str], known: DictConfig) -> dict[str, str]:
@@ -85,6 +169,7 @@ def run(cfg: DictConfig) -> None:
         if len(corpus) == 0:
             raise UserError("the corpus sources (corpus.sources) hold no non-blank document: "
                             + ", ".join(split_key(s.hub_id, s.config, s.split) for s in cfg.corpus.sources))
+        warn_long_lines(corpus)
         corpus.save_to_disk(str(tmp / "corpus"))
         (tmp / "corpus.parquet").unlink(missing_ok=True)
         used = [split_key(s.hub_id, s.config, s.split) for s in cfg.corpus.sources]
@@ -100,6 +185,7 @@ def run(cfg: DictConfig) -> None:
                 (tmp / "tasks" / name).mkdir(parents=True)  # a directory for DVC to depend on, all the same
                 (tmp / "tasks" / name / "NO_DATA").write_text(f"{err}\n")
                 continue
+            check_task(name, task, dd, mirror)
             dd.save_to_disk(str(tmp / "tasks" / name))
             tasks[name] = {"status": "ok", "rows": {s: len(d) for s, d in dd.items()}}
             used += [split_key(task.hub_id, task.config, s) for s in dd]

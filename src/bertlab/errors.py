@@ -13,3 +13,12 @@ class SourceError(UserError):
 
 class UnreadableFile(SourceError):
     """A mirror file that exists but cannot be read (truncated, corrupt): never mistaken for missing data."""
+
+
+class Interrupted(BaseException):  # not an Exception: no handler of errors may swallow a stop
+    """SIGTERM or SIGINT (`bertlab.guards.stop_on_signals`): the stage stops where it is, as a kill would stop it
+    (pretraining resumes from its last checkpoint); reported as one line, exit status 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

@@ -85,5 +85,37 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 
 def read_json(path: str | Path) -> Any:
-    """The JSON value in the file at `path`."""
-    return json.loads(Path(path).read_text())
+    """The JSON in `path`; a UserError naming it when it is not JSON (garbage, truncated)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:  # json.JSONDecodeError is a ValueError
+        raise UserError(f"{path} is not valid JSON ({err})") from err
+
+
+def read_tokenizer(path: str | Path) -> Any:
+    """The `tokenizers.Tokenizer` saved in `path` (the tokenizer stage's); a UserError naming the file when it is
+    not one (garbage, truncated)."""
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # the Rust side raises plain Exceptions
+        raise UserError(f"{path} is not a readable tokenizer ({str(err).splitlines()[0] if str(err) else err!r}): "
+                        "rerun `dvc repro tokenizer` (or `python -m bertlab.tokenizer`)") from err
+
+
+MIN_FREE_BYTES = 64 << 20  # every stage writes logs, a timing record and its outputs
+
+
+def check_free_space(directory: Path, needed: int, what: str) -> None:
+    """A UserError unless the filesystem of `directory` (or where it would be created) has `needed` bytes free."""
+    probe = Path(directory)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return  # not measurable: writing will tell
+    if free < needed:
+        raise UserError(f"{directory}: {free / 2**20:,.0f} MiB free on its device, {what} needs about "
+                        f"{needed / 2**20:,.0f} MiB: free some space first")

@@ -34,8 +34,8 @@ from bertlab import stage
 from bertlab.data.tasks import Task
 from bertlab.errors import UserError
 from bertlab.evaluate import items_and_floor
-from bertlab.files import atomic_dir, read_json, remove_tree, require, write_json
-from bertlab.modeling.export import CONFIG, load_plain
+from bertlab.files import atomic_dir, read_json, read_tokenizer, remove_tree, require, write_json
+from bertlab.modeling.export import CONFIG, load_plain, plain_config
 from bertlab.modeling.heads import feature_signature
 from bertlab.modeling.model import BertEncoder
 from bertlab.runs import RESULT_KEYS, cell_fields, copy_twin, find_twin, run_key, values_at
@@ -71,7 +71,7 @@ def missing_data_reason(data_dir: Path, task: str) -> str | None:
 
 def load_tokenizer(data_dir: Path) -> tuple[Tokenizer, Path]:
     path = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    return Tokenizer.from_file(str(path)), path
+    return read_tokenizer(path), path
 
 
 def load_encoder(
@@ -83,7 +83,7 @@ def load_encoder(
     d = data_dir / "pretrain" / name
     if not (d / "model.pt").exists() or not (d / CONFIG).exists():
         raise UserError(f"encoder {name!r}: no pretrained model in {d} (run the pretrain stage with name={name})")
-    vocab, tokens = read_json(d / CONFIG)["vocab_size"], tokenizer.get_vocab_size()
+    vocab, tokens = plain_config(d / CONFIG).vocab_size, tokenizer.get_vocab_size()
     if vocab != tokens:
         raise UserError(f"{tokenizer_file} has {tokens} tokens but {d / CONFIG} has vocab_size {vocab}: "
                         f"the encoder was pretrained with another tokenizer (rerun pretrain with this one)")
@@ -106,7 +106,7 @@ def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
         return None
     settings = values_at(cfg, RESULT_KEYS["finetune"])
     settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
-    num_layers = read_json(metrics.parent / CONFIG)["num_layers"]
+    num_layers = plain_config(metrics.parent / CONFIG).num_layers
     settings["finetune"]["features"] = (feature_signature(ft.features, num_layers)
                                         if ft.mode != "finetune" else None)
     inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]

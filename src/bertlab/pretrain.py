@@ -7,7 +7,9 @@ dict + JSON config, the same in Hugging Face `BertForPreTraining` layout (`hf/`)
 Checkpoints live in `data/checkpoints/pretrain/<name>-<key>/`, the key hashing everything that changes the result
 (the bertlab code, the results-affecting settings, the input files). A rerun after a kill resumes from `last.ckpt`
 and ends exactly as the uninterrupted run; a finished, foreign or unreadable `last.ckpt` is never resumed (an
-unreadable one is moved aside, named in the log), and the directory is removed once the outputs are written.
+unreadable one is moved aside, named in the log), and the directory is removed once the outputs are written. A
+checkpoint is only ever read as tensors and plain data (`weights_only`): one holding anything else, which unpickling
+could run as code, or weights of another shape, stops the run in one line and stays where it is.
 `pretrain.batch_size` is the global batch: the devices x nodes present and `impl.max_device_batch` decide the
 per-device micro-batch and gradient accumulation, which the key never sees (a run resumes on other devices).
 A run whose key equals a finished run's under another name (Table 6's 12/768/12 row where a profile gives the size
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import pickle
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,19 +31,19 @@ import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ThroughputMonitor
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
-from tokenizers import Tokenizer
 
 from bertlab import runs, stage
 from bertlab.data import unigram
 from bertlab.data.instances import load_instances
 from bertlab.data.masking import continuation_table
 from bertlab.errors import UserError
-from bertlab.files import atomic_dir, remove_tree, require, write_json
+from bertlab.files import (MIN_FREE_BYTES, atomic_dir, check_free_space, read_tokenizer, remove_tree, require,
+                           write_json)
 from bertlab.modeling.export import save_hf, save_plain
 from bertlab.modeling.model import BertConfig, flops_per_token
 from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord
 from bertlab.training.pretrain_datamodule import PretrainData
-from bertlab.training.pretrain_module import PretrainModule
+from bertlab.training.pretrain_module import PretrainModule, plain_state_dict
 from bertlab.training.trainer import fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
 
 log = logging.getLogger(__name__)
@@ -52,16 +55,26 @@ def run_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:
     return runs.run_key(runs.values_at(cfg, [*runs.RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
 
 
-def resume_from(ckpt_dir: Path, key: str, max_steps: int) -> Path | None:
+def resume_from(ckpt_dir: Path, key: str, max_steps: int,
+                shapes: dict[str, tuple[int, ...]] | None = None) -> Path | None:
     """`ckpt_dir/last.ckpt` when it is part-way through this very run (same key, fewer than `max_steps` steps);
     otherwise None, with `ckpt_dir` cleared for a fresh start (an unreadable last.ckpt moved aside first: the run
-    is fully determined, so starting afresh gives the same result, only later)."""
+    is fully determined, so starting afresh gives the same result, only later). The checkpoint is read as tensors and
+    plain data only (`weights_only`): one that holds anything else (a pickle that would run code) stops the run with
+    a UserError and is left where it is, as is one whose weights differ from this run's model's `shapes`."""
     last = ckpt_dir / "last.ckpt"
     if rank_zero_only.rank > 0:  # DDP re-runs the script in every rank after rank 0 has decided and cleared
         return last if last.exists() else None
     if last.exists():
         try:
-            checkpoint = torch.load(last, map_location="cpu", weights_only=False, mmap=True)
+            checkpoint = torch.load(last, map_location="cpu", weights_only=True, mmap=True)
+        except pickle.UnpicklingError as err:
+            if "Weights only load failed" not in str(err):
+                raise
+            what = next((line for line in str(err).splitlines()[1:] if line.strip()), "objects other than tensors")
+            raise UserError(f"{last} holds more than tensors and plain data ({what.strip()}): no bertlab "
+                                  "checkpoint does, and loading it could run code; refusing to resume (delete it to "
+                                  "train from scratch)") from err
         except Exception as err:  # truncated, not a checkpoint, unreadable: any of torch.load's failures
             aside = ckpt_dir.with_name(f"{ckpt_dir.name}.unreadable.ckpt")
             last.replace(aside)
@@ -69,11 +82,25 @@ def resume_from(ckpt_dir: Path, key: str, max_steps: int) -> Path | None:
         else:
             step = checkpoint.get("global_step", 0)
             if RunRecord.key_of(checkpoint) == key and step < max_steps:
+                check_shapes(last, checkpoint, shapes or {})
                 return last
             why = "other settings, code or inputs" if RunRecord.key_of(checkpoint) != key else "a finished run"
             log.info("not resuming from %s (%s): training from scratch", last, why)
     remove_tree(ckpt_dir, ckpt_dir.parent)
     return None
+
+
+def check_shapes(path: Path, checkpoint: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> None:
+    """A UserError naming `path` and both shapes where the checkpoint's weights are not those of the model (`shapes`:
+    its state dict's), e.g. a last.ckpt of another model size put under this run's key."""
+    state = plain_state_dict(checkpoint.get("state_dict", {}))
+    for name, shape in shapes.items():
+        if name not in state:
+            raise UserError(f"{path} lacks the weight {name} of this run's model: it is not this run's "
+                                  "checkpoint (delete it to train from scratch)")
+        if tuple(state[name].shape) != tuple(shape):
+            raise UserError(f"{path}: {name} has shape {tuple(state[name].shape)} there but {tuple(shape)} in "
+                                  "this run's model: it is not this run's checkpoint (delete it to train from scratch)")
 
 
 def check_static_masks(cfg: DictConfig) -> None:
@@ -112,7 +139,7 @@ def run(cfg: DictConfig) -> None:
     instances_dir = require(data_dir / "pretrain_data", "pretrain_data")
     counts_file = require(instances_dir / "unigram_counts.npy", "pretrain_data")
     pl.seed_everything(cfg.seed, workers=True)
-    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    tokenizer = read_tokenizer(tokenizer_file)
     fmt, p = cfg.objective.data, cfg.pretrain
     train = load_instances(instances_dir / f"train_{fmt}")
     heldout = load_instances(instances_dir / f"heldout_{fmt}")
@@ -137,6 +164,9 @@ def run(cfg: DictConfig) -> None:
                             optim=OmegaConf.to_container(p), seed=cfg.seed)
     n_params = module.model.num_parameters()
     log.info("%s: %s, %s parameters", cfg.name, config, n_params)
+    total = n_params["total"]  # fp32 bytes: a checkpoint (with Adam's moments) and its successor, the exports
+    check_free_space(data_dir, 8 * 4 * total + MIN_FREE_BYTES,
+                           f"pretraining {cfg.name} ({total:,} parameters: checkpoints and exports)")
     if cfg.impl.compile:
         module.model.compile()  # in place: the state dict keeps its keys, so checkpoints resume either way
 
@@ -148,7 +178,8 @@ def run(cfg: DictConfig) -> None:
             runs.copy_twin(twin, data_dir / "pretrain" / cfg.name, {"name": cfg.name})
         return
     ckpt_dir = data_dir / "checkpoints" / "pretrain" / f"{cfg.name}-{key[:12]}"
-    resume = resume_from(ckpt_dir, key, p.max_steps) if p.max_steps > 0 else None
+    shapes = {name: tuple(t.shape) for name, t in module.state_dict().items()}
+    resume = resume_from(ckpt_dir, key, p.max_steps, shapes) if p.max_steps > 0 else None
     if resume:
         log.info("resuming from %s", resume)
     loggers = make_loggers(cfg, "pretrain", ckpt_dir)
@@ -182,7 +213,7 @@ def run(cfg: DictConfig) -> None:
                         heldout_mlm_probability=cfg.objective.heldout_mlm_probability, short=short,
                         short_steps=short_steps)
     if p.max_steps > 0:
-        trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None)
+        trainer.fit(module, datamodule=data, ckpt_path=str(resume) if resume else None, weights_only=True)
     seconds = record.train_seconds()
     trainer.validate(module, datamodule=data, verbose=False)
     if not trainer.is_global_zero:

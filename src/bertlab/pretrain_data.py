@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader
 from bertlab import stage
 from bertlab.data import unigram
 from bertlab.errors import UserError
-from bertlab.files import atomic_dir, require, write_json
+from bertlab.files import atomic_dir, read_tokenizer, require, write_json
 from bertlab.data.corpus import (
     TextColumn, heldout_split, no_sentence_pairs, require_sentence_pairs, sample_documents, tokenize_documents,
 )
@@ -125,7 +125,7 @@ def nsp_stats(inst: Instances) -> dict[str, float]:
 def run(cfg: DictConfig) -> None:
     data_dir = Path(cfg.data_dir)
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    tokenizer = read_tokenizer(tokenizer_file)
     corpus = datasets.load_from_disk(str(require(data_dir / "download" / "corpus", "download")))
     c, p = cfg.corpus, cfg.pretrain_data
     texts = TextColumn(corpus)

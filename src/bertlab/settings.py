@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -107,10 +109,12 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-def check_name(name: Any) -> str:
-    """`name` if it is a single safe path component (it names output directories that reruns replace)."""
+def check_name(name: Any, key: str = "name") -> str:
+    """`name` if it is a single safe path component (it names output directories that reruns replace, or the folder
+    under `data_dir` that a run reads: nothing outside `data_dir` is reached through a name)."""
     if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
-        raise UserError(f"name={name!r}: a run name must be one path component of letters, digits and _ . = - "
+        what = "a run name" if key == "name" else "it names a folder under data_dir and"
+        raise UserError(f"{key}={name!r}: {what} must be one path component of letters, digits and _ . = - "
                         "(not empty, '.' or '..')")
     return name
 
@@ -132,8 +136,19 @@ def check(cfg: DictConfig) -> None:
     for key, choices in CHOICES.items():
         if _has(cfg, key) and (value := OmegaConf.select(cfg, key)) not in choices:
             raise UserError(f"{key}={value!r}: expected one of {', '.join(choices)}")
-    if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not OmegaConf.select(cfg, "objective.causal"):
+    causal = OmegaConf.select(cfg, "objective.causal")
+    if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not causal:
         raise UserError("objective.mlm_probability=0: a masked-LM objective needs a masking rate > 0")
+    if OmegaConf.select(cfg, "objective.heldout_mlm_probability") == 0 and not causal:
+        raise UserError("objective.heldout_mlm_probability=0: a masked-LM objective is scored on masked held-out "
+                        "positions and needs a rate > 0 (the paper's 0.15)")
+    steps, warmup = OmegaConf.select(cfg, "pretrain.max_steps"), OmegaConf.select(cfg, "pretrain.warmup_steps")
+    if steps and warmup is not None and warmup > steps:  # max_steps=0: never trained, no schedule
+        raise UserError(f"pretrain.warmup_steps={warmup} exceeds pretrain.max_steps={steps}: the learning rate would "
+                        "never reach pretrain.lr")
+    for key in ("finetune.encoder", "task.name"):  # each names a folder under data_dir
+        if _has(cfg, key):
+            check_name(OmegaConf.select(cfg, key), key)
     shares = [OmegaConf.select(cfg, f"objective.{k}_replace_prob") for k in ("mask", "random")]
     if None not in shares and sum(shares) > 1:
         raise UserError(f"objective.mask_replace_prob={shares[0]} + objective.random_replace_prob={shares[1]} "
@@ -145,6 +160,24 @@ def check(cfg: DictConfig) -> None:
     heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")
+
+
+def check_appended(overrides: Sequence[str], compose: Callable[[list[str]], DictConfig], conf_dir: Path) -> None:
+    """A UserError for an override that appends a setting the config does not have (`+key=value`, or `++key=value`
+    where the key is new): Hydra refuses a misspelt `key=value`, but `+` adds whatever it names, so `+pretrain.lrr=0.5`
+    would train with the learning rate unchanged. `compose(overrides)` composes the run's config with `overrides`;
+    a config-group choice (`+profile_task=cpu_mrpc`, a folder of `conf_dir`) is not a setting."""
+    added = [o for o in overrides if o.startswith("+")]
+    if not added:
+        return
+    base = compose([o for o in overrides if not o.startswith("+")])
+    for override in added:
+        key = override.lstrip("+").split("=", 1)[0]
+        if "." not in key and (conf_dir / key.split("@")[0]).is_dir():
+            continue
+        if not _has(base, key):
+            raise UserError(f"{override}: there is no setting {key} (a '+' adds one that nothing reads): check its "
+                            "spelling")
 
 
 def _has(cfg: DictConfig, key: str) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -13,8 +15,9 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab import settings
-from bertlab.errors import UserError
-from bertlab.files import check_writable, write_json
+from bertlab.errors import Interrupted, UserError
+from bertlab.files import MIN_FREE_BYTES, check_free_space, check_writable, write_json
+from bertlab.guards import disk_full, stop_on_signals
 
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 StageFn = Callable[[DictConfig], None]
@@ -26,10 +29,11 @@ OmegaConf.register_new_resolver("shrink", lambda size, by: max(1, int(size) // i
 def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[StageFn], Callable[[], None]]:
     """A stage's Hydra entry point: `python -m bertlab.<stage> key=value ...` (and `-m` for multirun).
 
-    Settings are checked first (`bertlab.settings.check`), and the stage's output directory (`<data_dir>/<stage>`; a
-    stage with `own_output` writes elsewhere and checks that itself) must be writable, before any compute is spent;
-    `impl.threads` (speed only) sets torch's threads for the whole process. A UserError prints one line to stderr
-    and exits with status 2. A run that completes leaves its process's time, start-up included, in
+    Settings are checked first (`bertlab.settings.check`, and settings appended with `+key=value`), and the stage's
+    output directory (`<data_dir>/<stage>`; a stage with `own_output` writes elsewhere and checks that itself) must be
+    writable with room on its disk, before any compute is spent; `impl.threads` (speed only) sets torch's threads for
+    the whole process. A UserError or a full disk prints one line to stderr and exits with status 2; SIGTERM/SIGINT
+    (or, under DVC, the death of DVC: `bertlab.guards`) one line and status 128 + the signal. A run that completes leaves its process's time, start-up included, in
     `<data_dir>/timing/<stage>/<run>.json` for the report's budget ledger (global rank zero only; `<run>` is the
     run's `name` for a stage of `named_runs`, else the stage's).
     """
@@ -39,14 +43,20 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
         @functools.wraps(fn)
         def task(cfg: DictConfig) -> None:
             startup, began = process_age(), time.perf_counter()
+            logging.raiseExceptions = False  # a log file on a full disk: not thousands of lines of "Logging error"
             try:
+                stop_on_signals()
                 settings.check(cfg)
+                settings.check_appended(*composed_overrides(), Path(CONF_DIR))
                 if threads := OmegaConf.select(cfg, "impl.threads"):
                     import torch  # only then: the data stages need no torch
 
                     torch.set_num_threads(int(threads))
                 if not own_output:
                     check_writable(Path(cfg.data_dir) / stage_name)
+                    check_free_space(Path(cfg.data_dir), MIN_FREE_BYTES, f"the {stage_name} stage")
+                if named_runs:  # the training stages' work folders, before any training
+                    check_writable(Path(cfg.data_dir) / "checkpoints" / stage_name)
                 fn(cfg)
                 ranks = ("RANK", "LOCAL_RANK", "NODE_RANK")
                 if startup is not None and all(os.environ.get(v, "0") == "0" for v in ranks):
@@ -57,10 +67,28 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
             except UserError as err:
                 print(f"error: {err}", file=sys.stderr)
                 sys.exit(2)
+            except Interrupted as stop:
+                print(f"error: stopped by {signal.Signals(stop.signum).name}: rerun the same command to finish "
+                      "(pretraining resumes from its last checkpoint)", file=sys.stderr)
+                sys.exit(128 + stop.signum)
+            except Exception as err:
+                if (full := disk_full(err)) is None:
+                    raise
+                print(f"error: no space left on the device of {full} ({cfg.data_dir}): free some and rerun the same "
+                      "command (pretraining resumes from its last checkpoint)", file=sys.stderr)
+                sys.exit(2)
 
         return hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(task)
 
     return entry
+
+
+def composed_overrides() -> tuple[list[str], Callable[[list[str]], DictConfig]]:
+    """This Hydra run's command-line overrides, and a function that composes its config with other overrides."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra_cfg = HydraConfig.get()
+    return list(hydra_cfg.overrides.task), lambda overrides: hydra.compose(hydra_cfg.job.config_name, overrides)
 
 
 def process_age() -> float | None:

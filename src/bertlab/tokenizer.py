@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import datasets
@@ -52,17 +52,41 @@ def new_tokenizer(kind: str, lowercase: bool) -> tuple[Tokenizer, trainers.Train
 
 
 def train_tokenizer(
-    texts: Iterable[str], kind: str = "wordpiece", vocab_size: int = 30522, lowercase: bool = True,
-    min_frequency: int = 2, length: int | None = None,
+    texts: Iterable[str] | Callable[[], Iterable[str]], kind: str = "wordpiece", vocab_size: int = 30522,
+    lowercase: bool = True, min_frequency: int = 2, length: int | None = None,
 ) -> Tokenizer:
-    """Train a tokenizer of `kind` on `texts`; special tokens get ids 0..4 (`[PAD] [UNK] [CLS] [SEP] [MASK]`)."""
+    """Train a tokenizer of `kind` on `texts` (or on what a function returns each time it is called: the text is
+    read twice); special tokens get ids 0..4 (`[PAD] [UNK] [CLS] [SEP] [MASK]`). The same text gives the same
+    tokenizer in every process (`seeded_pieces`)."""
+    read = texts if callable(texts) else (lambda kept=list(texts): kept)
+    first, trainer = new_tokenizer(kind, lowercase)
+    trainer.vocab_size = 1  # no merges: the alphabet and the continuation pieces only
+    first.train_from_iterator(_batches(read()), trainer=trainer, length=length)
     tok, trainer = new_tokenizer(kind, lowercase)
+    trainer.special_tokens = [*SPECIAL_TOKENS, *seeded_pieces(first)]
     trainer.vocab_size = vocab_size
     trainer.min_frequency = min_frequency
-    tok.train_from_iterator(_batches(texts), trainer=trainer, length=length)
+    tok.train_from_iterator(_batches(read()), trainer=trainer, length=length)
     tok = renumbered(tok)
     assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(len(SPECIAL_TOKENS)))
     return tok
+
+
+def seeded_pieces(first_pass: Tokenizer) -> list[str]:
+    """The alphabet, then the continuation pieces (`##e`), each in code-point order: the vocabulary of a training
+    pass that made no merges, which the real pass is given first, so that it numbers them this way.
+
+    `tokenizers`' BPE trainer (WordPiece trains with it) numbers the alphabet in code-point order but the continuation
+    pieces in the iteration order of a hash map seeded afresh in every process, and those numbers break ties between
+    equally frequent merges (`Merge::cmp`): on a corpus where such ties decide, the same text learned different
+    pieces (`##oy` vs `##yed`) from one run to the next (huggingface/tokenizers issue 1794, fix proposed in PR 2066;
+    every release to 0.23.3). Given them as special tokens, the trainer finds them numbered and numbers no more, so
+    each tie is broken the same way, one of the ways an unpatched run could break it; `renumbered` drops them from the
+    added tokens again. Nothing else changes: the same tokens enter the vocabulary, in the same number.
+    """
+    learned = [t for t in first_pass.get_vocab() if t not in SPECIAL_TOKENS]  # str order is code-point order
+    return [*sorted(t for t in learned if not t.startswith(CONTINUATION_PREFIX)),
+            *sorted(t for t in learned if t.startswith(CONTINUATION_PREFIX))]
 
 
 def renumbered(tok: Tokenizer) -> Tokenizer:
@@ -73,6 +97,7 @@ def renumbered(tok: Tokenizer) -> Tokenizer:
     BPE's ranked merges, so sorting changes no tokenization.
     """
     spec = json.loads(tok.to_str())
+    spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] in SPECIAL_TOKENS]  # seeded_pieces'
     learned = sorted(t for t in spec["model"]["vocab"] if t not in SPECIAL_TOKENS)
     spec["model"]["vocab"] = {t: i for i, t in enumerate([*SPECIAL_TOKENS, *learned])}
     return Tokenizer.from_str(json.dumps(spec))
@@ -102,7 +127,7 @@ def training_texts(cfg: DictConfig, texts: Sequence[str]) -> Iterator[str]:
 def run(cfg: DictConfig) -> None:
     t = cfg.tokenizer
     corpus = datasets.load_from_disk(str(require(Path(cfg.data_dir) / "download" / "corpus", "download")))
-    tok = train_tokenizer(training_texts(cfg, TextColumn(corpus)), kind=t.kind, vocab_size=t.vocab_size,
+    tok = train_tokenizer(lambda: training_texts(cfg, TextColumn(corpus)), kind=t.kind, vocab_size=t.vocab_size,
                           lowercase=t.lowercase, min_frequency=t.min_frequency)
     if tok.get_vocab_size() > t.vocab_size:  # the trainer keeps every character it saw, whatever the size asked
         raise UserError(f"tokenizer.vocab_size={t.vocab_size} is below the {tok.get_vocab_size()} tokens that "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,16 @@ SETTINGS_CASES = [
     ("heldout-documents-zero", "pretrain_data", ["corpus.heldout_documents=0"], "corpus.heldout_documents=0"),
     ("seq-length-four", "pretrain_data", ["pretrain_data.max_seq_length=4"], "pretrain_data.max_seq_length=4"),
     ("mirror-missing", "download", ["mirror=/nonexistent/mirror"], "/nonexistent/mirror"),
+    # issue 29: accepted silently before
+    ("appended-typo", "pretrain", ["+pretrain.lrr=0.5"], "+pretrain.lrr=0.5: there is no setting pretrain.lrr"),
+    ("force-appended-typo", "finetune", ["++finetune.lrr=0.1"], "there is no setting finetune.lrr"),
+    ("encoder-outside-the-project", "finetune", ["finetune.encoder=../../../../other/data/pretrain/bert"],
+     "finetune.encoder='../../../../other/data/pretrain/bert'"),
+    ("task-name-a-path", "finetune", ["task.name=../sst2"], "task.name='../sst2'"),
+    ("warmup-beyond-the-steps", "pretrain", ["pretrain.max_steps=10", "pretrain.warmup_steps=20"],
+     "pretrain.warmup_steps=20 exceeds pretrain.max_steps=10"),
+    ("heldout-mask-rate-zero", "pretrain", ["objective.heldout_mlm_probability=0"],
+     "objective.heldout_mlm_probability=0"),
 ]
 
 
@@ -83,7 +94,7 @@ def data(mirror: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data
 
 
-def expect_one_line_error(run: Callable[[], tuple[int, str]], data: Path, names: str) -> None:
+def expect_one_line_error(run: Callable[[], tuple[int, str]], data: Path, names: str) -> str:
     before = snapshot(data)
     start = time.perf_counter()
     code, stderr = run()
@@ -94,6 +105,7 @@ def expect_one_line_error(run: Callable[[], tuple[int, str]], data: Path, names:
     assert names in errors[0], errors[0]
     assert snapshot(data) == before, "a bad input changed data/"
     assert not list(data.rglob(".partial")), "debris left behind"
+    return errors[0]
 
 
 @pytest.mark.parametrize("case, name, overrides, names", SETTINGS_CASES, ids=[c[0] for c in SETTINGS_CASES])
@@ -187,3 +199,205 @@ def test_the_configs_stage_checks_every_run_before_the_pipeline_starts(tmp_path:
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: pretrain run 'bert': pretrain.lr='abc': expected a number"]
     assert not (tmp_path / "data").exists() or not list((tmp_path / "data").rglob("*.yaml"))
+
+
+# ------------------------------------------------------------------ issue 29: inputs checked where they enter
+
+
+def broken_task(mirror: Path, tmp_path: Path, rows: dict[str, list], schema=None) -> Path:
+    """A copy of the mirror whose SST-2 validation split is `rows` (its one file: the one an error must name)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    broken = tmp_path / "mirror"
+    shutil.copytree(mirror, broken)
+    (shard,) = (broken / "nyu-mll/glue/sst2").glob("validation-*.parquet")
+    pq.write_table(pa.table(rows, schema=schema), shard)
+    return shard
+
+
+TASK_FILE_CASES = [
+    ("wrong-columns", {"text": ["good"], "label": [1]}, "has no column 'sentence'"),
+    ("label-out-of-range", {"sentence": ["good", "bad"], "label": [1, 7]}, "holds the label 7, outside 0 .. 1"),
+    ("labels-as-text", {"sentence": ["good"], "label": ["positive"]}, "column 'label' is string"),
+    ("non-utf8-text", {"sentence": ["caf\xe9".encode("latin-1")], "label": [1]}, "column 'sentence' is binary"),
+    ("no-rows", {"sentence": [], "label": []}, "has no rows"),
+]
+
+
+@pytest.mark.parametrize("case, rows, names", TASK_FILE_CASES, ids=[c[0] for c in TASK_FILE_CASES])
+def test_a_bad_task_file_is_refused_at_download_naming_it(case: str, rows: dict, names: str, data: Path,
+                                                           mirror: Path, tmp_path: Path) -> None:
+    """Each was accepted by `download` and failed later, inside fine-tuning (`IndexError: Target 7 is out of bounds`),
+    or was reported as unreadable."""
+    import pyarrow as pa
+
+    schema = pa.schema([("sentence", pa.string()), ("label", pa.int64())]) if case == "no-rows" else None
+    shard = broken_task(mirror, tmp_path, rows, schema)
+    line = expect_one_line_error(lambda: run_in_process("download", data, [], shard.parents[3]), data, str(shard))
+    assert names in line
+
+
+def test_text_that_is_not_utf8_in_a_string_column_is_refused(data: Path, mirror: Path, tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    bad = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(b"\x00\x00\x00\x00\x02\x00\x00\x00"),
+                                                 pa.py_buffer(b"\xff\xfe")])
+    shard = broken_task(mirror, tmp_path, {"sentence": pa.chunked_array([bad]), "label": [1]})
+    expect_one_line_error(lambda: run_in_process("download", data, [], shard.parents[3]), data, str(shard))
+
+
+def test_an_overlong_single_line_document_is_warned_about_in_one_line(mirror: Path, tmp_path: Path) -> None:
+    from tests.helpers import document
+
+    import random
+
+    long = tmp_path / "mirror"
+    shutil.copytree(mirror, long)
+    (shard,) = (long / "bertlab/wiki-text/default").glob("*.parquet")
+    rows = datasets_rows(shard)
+    rows["text"][3] = document(random.Random(3), 3000)  # one line of ~140k characters
+    write_split(long, "bertlab/wiki-text", "default", "train", rows)
+    done = stage("download", tmp_path / "data", mirror=long)
+    assert done.returncode == 0, done.stderr[-2000:]
+    warnings = [line for line in (done.stdout + done.stderr).splitlines() if "hold a line of over" in line]
+    assert len(warnings) == 1 and "1 corpus document(s)" in warnings[0] and "bertlab/wiki-text" in warnings[0]
+    quiet = stage("download", tmp_path / "quiet", mirror=mirror)
+    assert "hold a line of over" not in quiet.stdout + quiet.stderr
+
+
+def datasets_rows(shard: Path) -> dict[str, list]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(shard).to_pydict()
+
+
+@pytest.mark.parametrize("case", ["garbage", "truncated"])
+@pytest.mark.parametrize("name", ["pretrain_data", "pretrain", "finetune"])
+def test_a_bad_tokenizer_file_is_named(case: str, name: str, data: Path, mirror: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "data"
+    shutil.copytree(data, bad)
+    path = bad / "tokenizer/tokenizer.json"
+    path.write_bytes(b"\x00 not json" if case == "garbage" else path.read_bytes()[:500])
+    expect_one_line_error(lambda: run_in_process(name, bad, ["name=other"] if name == "pretrain" else [], mirror),
+                          bad, f"{path} is not a readable tokenizer")
+
+
+@pytest.mark.parametrize("case, names", [
+    ("model-truncated", "model.pt is not a readable state dict"),
+    ("model-garbage", "model.pt is not a readable state dict"),
+    ("model-of-another-size", "encoder.embeddings.word_embeddings.weight has shape"),
+    ("config-garbage", "config.json is not a model config"),
+    ("config-not-a-config", "config.json is not a model config"),
+])
+def test_a_bad_encoder_file_is_named(case: str, names: str, data: Path, mirror: Path, tmp_path: Path) -> None:
+    import torch
+
+    bad = tmp_path / "data"
+    shutil.copytree(data, bad)
+    encoder = bad / "pretrain/bert"
+    model, config = encoder / "model.pt", encoder / "config.json"
+    if case == "model-truncated":
+        model.write_bytes(model.read_bytes()[:2000])
+    elif case == "model-garbage":
+        model.write_bytes(b"\x80\x04 garbage")
+    elif case == "model-of-another-size":  # embeddings twice as wide: what config.json says no longer fits
+        state = torch.load(model, weights_only=True)
+        weight = state["encoder.embeddings.word_embeddings.weight"]
+        state["encoder.embeddings.word_embeddings.weight"] = torch.cat([weight, weight], dim=-1)
+        torch.save(state, model)
+    elif case == "config-garbage":
+        config.write_text('{"vocab_size": 300, "num_la')
+    else:
+        config.write_text('{"vocab_size": 300, "colour": "red"}')
+    line = expect_one_line_error(lambda: run_in_process("finetune", bad, ["finetune.encoder=bert"], mirror), bad,
+                                 names)
+    if case == "model-of-another-size":
+        vocab = json.loads(config.read_text())["vocab_size"]
+        assert str(model) in line and str(config) in line and f"({vocab}, 64)" in line and f"({vocab}, 32)" in line
+
+
+@pytest.mark.parametrize("case", ["missing", "garbage"])
+def test_the_exports_load_functions_name_what_is_wrong(case: str, tmp_path: Path) -> None:
+    from bertlab.modeling.export import load_hf, load_plain
+    from bertlab.errors import UserError
+
+    if case == "garbage":
+        for name in ("config.json", "model.pt", "model.safetensors"):
+            (tmp_path / name).write_bytes(b"\xff garbage")
+    for load in (load_plain, load_hf):
+        with pytest.raises(UserError, match=str(tmp_path / "config.json")):
+            load(tmp_path)
+    (tmp_path / "config.json").write_text('{"vocab_size": 10, "num_layers": 1, "hidden_size": 8, "num_heads": 2}')
+    with pytest.raises(UserError, match=str(tmp_path / "model.pt")):
+        load_plain(tmp_path)
+
+
+def test_a_read_only_checkpoint_folder_is_found_before_fine_tuning_starts(data: Path, mirror: Path,
+                                                                         tmp_path: Path) -> None:
+    blocked = tmp_path / "data"
+    shutil.copytree(data, blocked)
+    (blocked / "checkpoints").mkdir(exist_ok=True)
+    (blocked / "checkpoints/finetune").write_text("not a directory")
+    expect_one_line_error(lambda: run_in_process("finetune", blocked, ["finetune.encoder=bert"], mirror), blocked,
+                          f"{blocked}/checkpoints/finetune")
+
+
+def test_too_little_free_space_is_found_before_work_starts(data: Path, mirror: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import collections
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(1 << 30, (1 << 30) - (5 << 20), 5 << 20))
+    for name in ("tokenizer", "pretrain", "finetune"):
+        expect_one_line_error(lambda: run_in_process(name, data, ["name=other"] if name == "pretrain" else [], mirror),
+                              data, f"{data}: 5 MiB free on its device")
+
+
+def test_a_full_disk_during_pretraining_is_one_line(data: Path, mirror: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills up while a checkpoint is written: one line naming the file (it was 2,032 lines of `--- Logging
+    error ---` and a traceback), and the outputs as they were."""
+    import errno
+
+    from bertlab.training.callbacks import EpochEndCheckpoint
+
+    def full(self, trainer, module) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+
+    monkeypatch.setattr(EpochEndCheckpoint, "on_train_epoch_end", full)
+    outputs = {p: p.read_bytes() for p in (data / "pretrain").rglob("*") if p.is_file()}
+    code, stderr = run_in_process("pretrain", data, ["name=full", "impl.reuse_twins=false"], mirror)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 2 and "Traceback" not in stderr and "Logging error" not in stderr, stderr[-3000:]
+    assert lines[-1].startswith("error: no space left on the device of ") and "last.ckpt" in lines[-1]
+    assert {p: p.read_bytes() for p in (data / "pretrain").rglob("*") if p.is_file()} == outputs
+
+
+@pytest.mark.parametrize("case", ["invalid-yaml", "empty", "no-pretrain", "appended-typo"])
+def test_a_bad_params_yaml_is_one_line_naming_it(case: str, tmp_path: Path) -> None:
+    import yaml
+
+    from tests.helpers import REPO
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    path = tmp_path / "params.yaml"
+    if case == "invalid-yaml":
+        path.write_text("profile: cpu\npretrain:\n  bert: [objective=mlm_nsp\n")
+    elif case == "empty":
+        path.write_text("# nothing yet\n")
+    elif case == "no-pretrain":
+        path.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "pretrain"}))
+    else:
+        params["pretrain"]["bert"] = [*params["pretrain"]["bert"], "+pretrain.lrr=0.5"]
+        path.write_text(yaml.safe_dump(params))
+    (tmp_path / "data/configs").mkdir(parents=True)
+    (tmp_path / "data/configs/earlier.yaml").write_text("an earlier output\n")
+    done = subprocess.run([sys.executable, "-m", "bertlab.configs", str(path)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-3000:]
+    assert {"invalid-yaml": f"{path} is not valid YAML at line 4", "empty": f"{path} is empty",
+            "no-pretrain": f"{path} has no pretrain",
+            "appended-typo": "pretrain run 'bert': +pretrain.lrr=0.5: there is no setting pretrain.lrr"}[case] in lines[0]
+    assert [p.name for p in (tmp_path / "data/configs").iterdir()] == ["earlier.yaml"]

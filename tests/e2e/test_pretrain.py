@@ -7,9 +7,12 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +21,7 @@ import torch
 
 from bertlab.modeling.export import load_plain
 from bertlab.training.callbacks import RunRecord
-from tests.helpers import KILL_AT_STEP, PINNED, checkpoint, pretrain_patched, stage, validated_steps
+from tests.helpers import KILL_AT_STEP, PINNED, RUN, TINY, checkpoint, pretrain_patched, stage, validated_steps
 
 THROUGHPUT = {"train/time", "train/batches", "train/samples", "train/lengths"}
 
@@ -189,7 +192,8 @@ def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
     """The paper-scale profile with its GPU `impl` (bf16 autocast, torch.compile, devices=auto) on a CPU."""
     done = subprocess.run(
         [sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", "profile=gpu", "name=gpu", "logger=csv",
-         "model=tiny", "pretrain.batch_size=4", "pretrain.max_steps=2", "pretrain.val_every_steps=2"],
+         "model=tiny", "pretrain.batch_size=4", "pretrain.max_steps=2", "pretrain.warmup_steps=1",
+         "pretrain.val_every_steps=2"],
         capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -243,3 +247,170 @@ def test_a_run_resumes_compiled_after_a_kill_uncompiled(
     resumed = metrics(prepared, "compiled")
     assert resumed["run_key"] == key and resumed["steps"] == 12
     assert resumed["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-3)  # compiled kernels round otherwise
+
+
+# ---------------------------------------------------------------- issue 29: checkpoints run no code; stops
+
+
+class RunsCode:
+    """What a malicious last.ckpt holds: unpickling it calls os.system, which creates the marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in done.stderr and lines[-1].startswith("error: "), done.stderr[-3000:]
+    assert sum(line.startswith("error: ") for line in lines) == 1
+    return lines[-1]
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(prepared: Path, tmp_path: Path) -> None:
+    """It ran (`weights_only=False`) on the next `python -m bertlab.pretrain` of the same run, exit 0."""
+    killed = pretrain_patched(prepared, tmp_path, "name=evil", kill_at=KILL_AT_STEP)
+    assert killed.returncode == -9
+    last, marker = checkpoint(prepared, "evil"), tmp_path / "PWNED"
+    torch.save({"global_step": 4, "payload": RunsCode(marker)}, last)
+    before = last.read_bytes()
+    done = pretrain_patched(prepared, tmp_path, "name=evil")
+    assert done.returncode == 2 and not marker.exists()
+    line = one_error_line(done)
+    assert str(last) in line and "refusing to resume" in line and "system" in line
+    assert last.read_bytes() == before and not (prepared / "pretrain/evil").exists()
+
+
+def test_lightnings_own_load_of_the_checkpoint_runs_no_code(prepared: Path, tmp_path: Path) -> None:
+    """`trainer.fit(ckpt_path=...)` loads the checkpoint a second time: with weights only, too (here the stage's own
+    check is skipped, as if the file were swapped between the two loads), even where the environment would make
+    torch's default unpickle anything (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD: only an explicit `weights_only` resists it)."""
+    killed = pretrain_patched(prepared, tmp_path, "name=swap", kill_at=KILL_AT_STEP)
+    assert killed.returncode == -9
+    last, marker = checkpoint(prepared, "swap"), tmp_path / "PWNED"
+    state = torch.load(last, map_location="cpu", weights_only=True)
+    torch.save({**state, "payload": RunsCode(marker)}, last)
+    script = tmp_path / "unchecked.py"
+    script.write_text("import bertlab.pretrain as p\np.resume_from = lambda d, *a: d / 'last.ckpt'\np.run()\n")
+    done = subprocess.run([sys.executable, str(script), f"data_dir={prepared}", *TINY, *RUN, "name=swap",
+                           "impl.reuse_twins=false"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+    assert done.returncode != 0 and not marker.exists(), done.stderr[-3000:]
+    assert "Weights only load failed" in done.stderr
+
+
+def test_a_checkpoint_of_another_model_size_under_the_run_key_is_named(prepared: Path, tmp_path: Path) -> None:
+    killed = pretrain_patched(prepared, tmp_path, "name=other_size", kill_at=KILL_AT_STEP)
+    assert killed.returncode == -9
+    last = checkpoint(prepared, "other_size")
+    state = torch.load(last, map_location="cpu", weights_only=True)
+    name = "model.encoder.embeddings.word_embeddings.weight"
+    shape = tuple(state["state_dict"][name].shape)
+    state["state_dict"][name] = torch.zeros(shape[0], 2 * shape[1])
+    torch.save(state, last)
+    before = last.read_bytes()
+    done = pretrain_patched(prepared, tmp_path, "name=other_size")
+    assert done.returncode == 2
+    line = one_error_line(done)
+    assert str(last) in line and name in line and f"({shape[0]}, {2 * shape[1]})" in line and f"{shape}" in line
+    assert last.read_bytes() == before
+
+
+# The pretraining run slowed to 0.3 s a step from step READY_AT on, which it announces on stdout with its pid: time
+# to send a signal while it trains, after its step-4 checkpoint.
+SLOW_SCRIPT = """
+import os, sys, time
+import bertlab.pretrain, bertlab.training.pretrain_module as m
+step = m.PretrainModule.training_step
+def training_step(self, batch, i):
+    if self.global_step >= int(os.environ["READY_AT"]):
+        if self.global_step == int(os.environ["READY_AT"]):
+            print("READY", os.getpid(), flush=True)
+        time.sleep(0.3)
+    return step(self, batch, i)
+m.PretrainModule.training_step = training_step
+bertlab.pretrain.run()
+"""
+
+
+def slow_pretrain(data: Path, tmp: Path, name: str, stderr: Path, launcher: list[str] | None = None,
+                  env: dict | None = None) -> tuple[subprocess.Popen, int]:
+    """The slowed run started (through `launcher`, e.g. a stand-in for DVC), once it is training past step READY_AT:
+    the process started and the pretraining process's pid."""
+    script = tmp / "slow.py"
+    script.write_text(SLOW_SCRIPT)
+    cmd = [sys.executable, str(script), f"data_dir={data}", *TINY, *RUN, "impl.reuse_twins=false", f"name={name}"]
+    proc = subprocess.Popen([*(launcher or []), *cmd], stdout=subprocess.PIPE, stderr=stderr.open("w"), text=True,
+                            env={**os.environ, "READY_AT": "5", **(env or {})})
+    for line in proc.stdout:  # the progress bar writes there too, without line ends
+        if "READY " in line:
+            return proc, int(line.split("READY ")[1].split()[0])
+    raise AssertionError(f"the run ended before step 5:\n{stderr.read_text()[-3000:]}")
+
+
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_pretraining_in_seconds_in_one_line_and_keeps_its_checkpoint(
+        signum: int, prepared: Path, tmp_path: Path) -> None:
+    proc, pid = slow_pretrain(prepared, tmp_path, f"stop_{signum}", tmp_path / "stderr")
+    start = time.perf_counter()
+    os.kill(pid, signum)
+    proc.wait(timeout=60)
+    stopped = time.perf_counter() - start
+    print(f"{signal.Signals(signum).name}: stopped {stopped:.2f} s after the signal")
+    assert stopped < 30 and proc.returncode == 128 + signum  # one step; under heavy load, seconds
+    line = one_error_line(subprocess.CompletedProcess([], proc.returncode, "", (tmp_path / "stderr").read_text()))
+    assert line.startswith(f"error: stopped by {signal.Signals(signum).name}")
+    assert torch.load(checkpoint(prepared, f"stop_{signum}"), weights_only=True)["global_step"] == 4
+    assert not (prepared / f"pretrain/stop_{signum}").exists()
+
+
+def test_a_watched_parent_that_dies_stops_its_stage(tmp_path: Path) -> None:
+    """`watch_parent` alone: the stage's parent (a shell under a stand-in for DVC) is SIGTERMed; within seconds the
+    stage raises `Interrupted` (here it prints the signal)."""
+    child = ("import os, time, bertlab.guards as g, bertlab.errors as e\n"
+             "try:\n    g.stop_on_signals(); print('READY', os.getpid(), flush=True); time.sleep(60)\n"
+             "except e.Interrupted as stop:\n    open(os.environ['OUT'], 'w').write(str(stop.signum))\n")
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])",
+                               "/bin/sh", "-c", f"{sys.executable} -c \"$0\"; true", child],
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "DVC_STAGE": "stand-in", "OUT": str(tmp_path / "out")})
+    pid = int(parent.stdout.readline().split()[1])
+    parent.send_signal(signal.SIGTERM)
+    parent.wait(timeout=10)
+    deadline = time.perf_counter() + 10
+    while not gone(pid) and time.perf_counter() < deadline:
+        time.sleep(0.1)
+    assert gone(pid) and (tmp_path / "out").read_text() == str(int(signal.SIGTERM))
+
+
+@pytest.mark.slow
+def test_a_dvc_stop_leaves_no_orphan_and_the_rerun_equals_the_uninterrupted_run(
+        prepared: Path, whole: dict, tmp_path: Path) -> None:
+    """SIGTERM to `dvc repro` ended DVC at once and left `python -m bertlab.pretrain` training as an orphan."""
+    shell = ["python3", "-c", "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)",
+             "/bin/sh", "-c", '"$0" "$@"']
+    proc, pid = slow_pretrain(prepared, tmp_path, "orphan", tmp_path / "stderr", launcher=shell,
+                              env={"DVC_STAGE": "pretrain@orphan"})
+    start = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)  # the stand-in for DVC dies of it, its shell and the stage live on
+    proc.wait(timeout=10)
+    while not gone(pid) and time.perf_counter() - start < 30:
+        time.sleep(0.1)
+    print(f"the orphaned stage ended {time.perf_counter() - start:.2f} s after its parent's SIGTERM")
+    assert gone(pid) and time.perf_counter() - start < 15
+    assert (tmp_path / "stderr").read_text().strip().splitlines()[-1].startswith("error: stopped by SIGTERM")
+    assert not (prepared / "pretrain/orphan").exists()
+    done = pretrain_patched(prepared, tmp_path, "name=orphan")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming from" in done.stdout + done.stderr
+    assert metrics(prepared, "orphan")["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-6)
+    assert curve(prepared, "orphan") == curve(prepared, "whole")

@@ -177,7 +177,9 @@ def test_loss_curve_skips_rows_without_the_loss(tmp_path: Path) -> None:
 def test_stage_outputs(built) -> None:
     out = built[1]
     assert (out / "README.md").read_text() == "committed by someone else\n"
-    assert sorted(p.name for p in (out / "figures").iterdir()) == ["pretrain_loss.png", "table6.png", "table7.png"]
+    assert (out / "figures" / "stale.png").read_text() == "from an old run"  # not the report's to remove
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["pretrain_loss.png", "stale.png", "table6.png",
+                                                                   "table7.png"]
     curves = [f"{n}.csv" for n in sorted(PRETRAIN) if n != "scratch"]
     assert sorted(p.name for p in (out / "pretrain_loss").iterdir()) == curves
     assert (out / "pretrain_loss" / "bert.csv").read_text() == "step,loss\n9,8.0\n19,6.0\n29,5.0\n"
@@ -324,3 +326,35 @@ def test_an_encoder_at_its_floor_is_said_to_have_not_learned_enough(tmp_path: Pa
     assert "it has **not learned enough beyond word frequencies to test the pretraining claims**" in md
     assert re.search(r"by a linear probe \(A − B\): SST-2 \+1\.0 \[[-+]\d+\.\d, [-+]\d+\.\d\] \(unresolved at this scale\)\.",
                      md)  # the probe cells run on SST-2 only: CoNLL-2003's pair is not listed
+
+
+def test_the_report_writes_only_its_declared_outputs_and_removes_nothing(tmp_path: Path) -> None:
+    """Whatever `ablations.report_dir` names: a user's folder with files where the report's go keeps every one of
+    them (the stage used to replace `figures/` and `pretrain_loss/` whole), and what the stage adds is what dvc.yaml
+    declares."""
+    import yaml
+
+    from tests.helpers import REPO
+
+    write_data(tmp_path / "data")
+    mine = tmp_path / "reports"
+    user = {"figures/plot.png": b"a user's figure", "pretrain_loss/notes.csv": b"step,loss\n1,2\n",
+            "notes.md": b"mine", "sub/deep.txt": b"deeper"}
+    for name, content in user.items():
+        (mine / name).parent.mkdir(parents=True, exist_ok=True)
+        (mine / name).write_bytes(content)
+    ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
+    assert {name: (mine / name).read_bytes() for name in user} == user
+    stage_spec = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["ablations"]
+    declared = [Path(next(iter(o))).relative_to("reports") for o in stage_spec["outs"] + stage_spec["metrics"]]
+    added = [p.relative_to(mine) for p in mine.rglob("*") if p.is_file() and str(p.relative_to(mine)) not in user]
+    assert added and all(any(p == d or d in p.parents for d in declared) for p in added), added
+
+
+def test_a_folder_in_the_way_of_a_report_file_stops_the_stage_before_anything_moves(tmp_path: Path) -> None:
+    write_data(tmp_path / "data")
+    (tmp_path / "reports" / "ablations.md").mkdir(parents=True)
+    (tmp_path / "reports" / "ablations.md" / "keep.txt").write_text("keep")
+    with pytest.raises(UserError, match="ablations.md is in the way of the report's file ablations.md"):
+        ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["ablations.md"]

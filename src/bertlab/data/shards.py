@@ -46,7 +46,8 @@ def map_shards(build: Callable[[int, list[str]], dict[str, Any]], shards: Iterab
         for index, texts in enumerate(shards):
             yield build(index, texts)
         return
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+    try:
         pending: list[Future] = []
         for index, texts in enumerate(shards):
             pending.append(pool.submit(build, index, texts))
@@ -54,6 +55,12 @@ def map_shards(build: Callable[[int, list[str]], dict[str, Any]], shards: Iterab
                 yield pending.pop(0).result()
         for future in pending:
             yield future.result()
+    except BaseException:  # an error or a stop (SIGTERM, SIGINT): the workers end now, not after their shards
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def merge(parts: list[Path], out: Path) -> Instances:

@@ -46,11 +46,14 @@ def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None =
         files = mirror_files(mirror, hub_id, config, split)
         if not files:
             raise SourceError(f"{key} is not in the mirror {mirror}; {_nearest(mirror_contents(mirror), hub_id, config)}")
+        rows = 0
         for f in files:  # the footer names the file that is broken, which `datasets` would not
             try:
-                pq.read_metadata(f)
+                rows += pq.read_metadata(f).num_rows
             except Exception as err:  # pyarrow raises ArrowInvalid, OSError, ...
                 raise UnreadableFile(f"{f} is not a readable parquet file ({_first_line(err)}): copy it again") from err
+        if rows == 0:  # `datasets` would call that unreadable
+            raise UnreadableFile(f"{', '.join(map(str, files))}: {key} has no rows in the mirror {mirror}")
         try:
             return datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
         except Exception as err:

@@ -10,6 +10,7 @@ position table, pooler or NSP head (those stay in `model.pt`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bertlab.errors import UserError
 from bertlab.modeling.model import BertConfig, BertForPretraining
 
 PLAIN_WEIGHTS, HF_WEIGHTS, CONFIG = "model.pt", "model.safetensors", "config.json"
@@ -73,16 +75,65 @@ def load_plain(
     """Rebuild the model saved by `save_plain` (NSP head present iff it was saved); `overrides` replace
     config fields that hold no weights (e.g. dropout)."""
     d = Path(directory)
-    config = BertConfig(**{**json.loads((d / CONFIG).read_text()), **overrides})
-    state = torch.load(d / PLAIN_WEIGHTS, map_location=map_location, weights_only=True)
+    config, _ = read_config(d / CONFIG, lambda raw: BertConfig(**{**raw, **overrides}))
+    state = read_weights(d / PLAIN_WEIGHTS, lambda f: torch.load(f, map_location=map_location, weights_only=True))
     model = BertForPretraining(config, nsp="nsp.weight" in state)
-    model.load_state_dict(state)
+    load_checked(model, state, d / PLAIN_WEIGHTS, d / CONFIG)
     return model, config
 
 
 def hf_prefix(config: BertConfig) -> str:
     """The HF model whose layout the export takes: BERT, or RoFormer for rotary positions."""
     return "roformer" if config.positions == "rotary" else "bert"
+
+
+def plain_config(path: Path) -> BertConfig:
+    """The BertConfig that `save_plain` wrote to `path` (a UserError naming it when it is not one)."""
+    return read_config(path, lambda raw: BertConfig(**raw))[0]
+
+
+def read_config(path: Path, build: Callable[[dict], BertConfig]) -> tuple[BertConfig, dict]:
+    """`build(the JSON in path)` and that JSON; a UserError naming `path` when it is missing, not JSON or not a model
+    config."""
+    if not path.is_file():
+        raise UserError(f"{path} not found: no saved model there")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return build(raw), raw
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as err:  # JSONDecodeError: ValueError
+        raise UserError(f"{path} is not a model config ({type(err).__name__}: {err})") from err
+
+
+def read_weights(path: Path, load: Callable[[Path], Any]) -> dict[str, Tensor]:
+    """`load(path)`, a state dict of tensors; a UserError naming `path` when it is missing or is not one (truncated,
+    garbage, a pickle of anything but tensors and plain data)."""
+    if not path.is_file():
+        raise UserError(f"{path} not found: no saved model there")
+    try:
+        state = load(path)
+    except Exception as err:  # torch.load and safetensors raise many types
+        raise UserError(f"{path} is not a readable state dict ({str(err).splitlines()[0] if str(err) else err!r})"
+                        ) from err
+    if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
+        raise UserError(f"{path} is not a state dict (a mapping of names to tensors)")
+    return state
+
+
+def load_checked(model: nn.Module, state: dict[str, Tensor], path: Path, config: Path, strict: bool = True) -> list:
+    """`model.load_state_dict(state)`; a UserError naming the weights file, the config and both shapes when a tensor
+    does not fit the model the config describes (or, `strict`, when one is missing or extra). Returns the missing
+    keys."""
+    expected = model.state_dict()
+    for name, tensor in state.items():
+        if name in expected and tensor.shape != expected[name].shape:
+            raise UserError(f"{path}: {name} has shape {tuple(tensor.shape)} but the model {config} describes needs "
+                            f"{tuple(expected[name].shape)}: the two files are not of one model")
+    missing = [k for k in expected if k not in state]
+    extra = [k for k in state if k not in expected]
+    if strict and (missing or extra):
+        raise UserError(f"{path} does not fit the model {config} describes: "
+                        + (f"it lacks {missing[0]}" if missing else f"it has {extra[0]}, which the model does not"))
+    return model.load_state_dict(state, strict=strict).missing_keys
 
 
 def bertlab_to_hf(state: dict[str, Tensor], config: BertConfig) -> dict[str, Tensor]:
@@ -193,20 +244,24 @@ def load_hf(directory: str | Path) -> tuple[BertForPretraining, BertConfig]:
     `config.json` says `"bertlab_nsp": false`); missing MLM-head weights keep their fresh initialisation.
     """
     d = Path(directory)
-    hf_config = json.loads((d / CONFIG).read_text())
-    config = config_from_hf(hf_config)
+    config, hf_config = read_config(d / CONFIG, config_from_hf)
     if (d / HF_WEIGHTS).exists():
         from safetensors.torch import load_file
 
-        state = load_file(d / HF_WEIGHTS)
+        weights, state = d / HF_WEIGHTS, read_weights(d / HF_WEIGHTS, load_file)
     else:
-        state = torch.load(d / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        weights = d / "pytorch_model.bin"
+        state = read_weights(weights, lambda f: torch.load(f, map_location="cpu", weights_only=True))
     nsp = config.positions == "absolute" and hf_config.get(
         "bertlab_nsp", any(k.endswith("seq_relationship.weight") for k in state))
     model = BertForPretraining(config, nsp=nsp)
-    missing, _ = model.load_state_dict(hf_to_bertlab(state, config, nsp), strict=False)
+    try:
+        ours = hf_to_bertlab(state, config, nsp)
+    except KeyError as err:
+        raise UserError(f"{weights} lacks the encoder weight {err.args[0]} that {d / CONFIG} implies") from err
+    missing = load_checked(model, ours, weights, d / CONFIG, strict=False)
     pooler = "encoder.pooler" if config.positions == "rotary" else None  # a RoFormer has none: it stays as initialised
     lacking = [k for k in missing if k.startswith("encoder.") and not (pooler and k.startswith(pooler))]
     if lacking:
-        raise KeyError(f"checkpoint lacks encoder weights: {lacking}")
+        raise UserError(f"{weights} lacks encoder weights: {lacking}")
     return model, config

@@ -13,6 +13,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.errors import UserError
+from bertlab.tracking import start_wandb, wandb_settings
 
 log = logging.getLogger(__name__)
 
@@ -128,13 +129,18 @@ def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path) -> list:
     if cfg.logger.kind == "wandb":
         tables = list(cfg.logger.tags)
         Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
-        loggers.append(
-            WandbLogger(
+
+        def start(offline: bool) -> WandbLogger:
+            logger = WandbLogger(
                 project=cfg.logger.project, name=cfg.name, group=tables[0] if tables else job_type,
-                job_type=job_type, tags=tables, save_dir=cfg.logger.save_dir, offline=cfg.logger.offline,
-                config=OmegaConf.to_container(cfg, resolve=True),
+                job_type=job_type, tags=tables, save_dir=cfg.logger.save_dir, offline=offline,
+                config=OmegaConf.to_container(cfg, resolve=True), settings=wandb_settings(),
             )
-        )
+            if not offline:
+                logger.experiment  # noqa: B018  (starts the online run now: a failure falls back before training)
+            return logger
+
+        loggers.append(start_wandb(start, cfg.logger.offline, cfg.logger.save_dir))
     elif cfg.logger.kind == "csv":
         loggers.append(CSVLogger(save_dir=cfg.logger.save_dir, name=job_type, version=cfg.name))
     return loggers

@@ -1,0 +1,58 @@
+"""W&B that never stops nor stalls a pipeline: an online run that cannot start (no network, no key) logs offline
+instead, with one warning line."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+WANDB_INIT_TIMEOUT = 20  # seconds W&B may take to start an online run (its default: 90, then a traceback)
+
+
+def wandb_settings() -> Any:
+    import wandb
+
+    return wandb.Settings(init_timeout=WANDB_INIT_TIMEOUT)
+
+
+def start_wandb(start: Callable[[bool], T], offline: bool, save_dir: str) -> T:
+    """`start(offline)`. Online, when W&B's server cannot be reached (checked in at most 5 s) or refuses or times out
+    the run (no API key, a wrong one), it logs offline instead, with one warning line: a pipeline never stops, nor
+    waits minutes, for its logger."""
+    if not offline:
+        why = wandb_unreachable()
+        if why is None:
+            try:
+                return start(False)
+            except Exception as err:  # wandb raises UsageError, CommError, ...
+                why = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+                with suppress(Exception):
+                    import wandb
+
+                    wandb.finish(exit_code=1)
+        log.warning("W&B cannot log online (%s): logging offline under %s instead (upload later with `wandb sync`)",
+                    why, save_dir)
+    return start(True)
+
+
+def wandb_unreachable(timeout: float = 5.0) -> str | None:
+    """Why W&B's server cannot be reached from here, or None (also when WANDB_MODE keeps W&B offline anyway)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
+        return None
+    import wandb
+
+    url = urlparse(str(wandb.Settings().base_url))
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+    except (OSError, TypeError, ValueError) as err:
+        return f"{url.hostname} unreachable: {err}"
+    return None
