@@ -1,0 +1,48 @@
+"""W&B online that cannot start falls back to offline in one warning line (`bertlab.tracking`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from bertlab import tracking
+from bertlab.stage import CONF_DIR
+from bertlab.training.trainer import make_loggers
+
+
+def test_an_online_wandb_start_that_fails_falls_back_to_offline_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A wrong W&B key waited 107 s for a traceback; no key, 6 s."""
+    calls: list[bool] = []
+
+    def start(offline: bool) -> str:
+        calls.append(offline)
+        if not offline:
+            raise RuntimeError("401: invalid API key\nmore detail")
+        return "the offline run"
+
+    monkeypatch.setattr(tracking, "wandb_unreachable", lambda: None)
+    assert tracking.start_wandb(start, False, "data/wandb") == "the offline run" and calls == [False, True]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "W&B cannot log online (RuntimeError: 401: invalid API key): logging offline under data/wandb instead "
+        "(upload later with `wandb sync`)"]
+    calls.clear()
+    assert tracking.start_wandb(start, True, "data/wandb") == "the offline run" and calls == [True]
+
+
+def test_logger_offline_false_without_a_network_logs_offline_within_seconds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    if tracking.wandb_unreachable() is None:
+        pytest.skip("W&B's server answers from here: this test needs a machine without network")
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", overrides=["logger=wandb", "logger.offline=false", f"data_dir={tmp_path}"])
+    start = time.perf_counter()
+    loggers = make_loggers(cfg, "pretrain", tmp_path / "run")
+    assert time.perf_counter() - start < 15
+    assert loggers[1]._offline and "W&B cannot log online" in caplog.text
+    loggers[1].experiment.finish()
