@@ -103,6 +103,20 @@ def check_shapes(path: Path, checkpoint: dict[str, Any], shapes: dict[str, tuple
                                   "this run's model: it is not this run's checkpoint (delete it to train from scratch)")
 
 
+def model_card(cfg: DictConfig, steps: int, tokens_per_step: int, ppl: float, floor_ppl: float, causal: bool) -> str:
+    """The HF export's README.md: what the model is, what it was trained on, and how well it predicts held-out text
+    beside the unigram floor of the same positions (only what the run key fixes: a twin's card is as true)."""
+    m, scored = cfg.model, "next tokens" if causal else "[MASK] positions"
+    load = "`AutoModelForCausalLM`" if causal else '`AutoModelForMaskedLM` or `pipeline("fill-mask")`'
+    return (f"# A bertlab encoder: `{cfg.objective.name}`, {m.num_layers} layers of {m.hidden_size}\n\n"
+            f"Pretrained by bertlab (a reproduction of BERT's ablation studies, far below BERT's budget) with the "
+            f"`{cfg.objective.name}` objective, {cfg.pretrain.positions} positions, {m.num_layers} layers, hidden size "
+            f"{m.hidden_size}, {m.num_heads} heads: {steps:,} steps of {tokens_per_step:,} tokens "
+            f"({steps * tokens_per_step:,} in all) of text from {', '.join(s.hub_id for s in cfg.corpus.sources)}."
+            f"\n\nHeld-out perplexity at {scored}: {ppl:.1f}, against {floor_ppl:.1f} for a unigram model "
+            f"of the same positions ({ppl / floor_ppl:.3f} x). Load it with `AutoTokenizer` and {load}.\n")
+
+
 def check_static_masks(cfg: DictConfig) -> None:
     """Reference instances carry their masks: the objective must ask for the masking they were made with."""
     o, d = cfg.objective, cfg.pretrain_data
@@ -226,7 +240,8 @@ def run(cfg: DictConfig) -> None:
     kind = "next-token" if cfg.objective.causal else "masked-token"
     with atomic_dir(data_dir / "pretrain" / cfg.name) as out:
         save_plain(module.model, config, out)
-        save_hf(module.model, config, out / "hf", causal=cfg.objective.causal)
+        save_hf(module.model, config, out / "hf", causal=cfg.objective.causal, tokenizer_file=tokenizer_file,
+                card=model_card(cfg, trainer.global_step, global_batch * seq, ppl, floor_ppl, cfg.objective.causal))
         record.write_curve(out / "metrics.csv")
         write_json(out / "heldout_items.json", heldout_items(fmt, kind, scored, floor))
         write_json(out / "metrics.json", {

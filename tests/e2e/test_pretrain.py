@@ -56,6 +56,10 @@ def test_pretrain_exports_model_and_held_out_perplexity(prepared: Path) -> None:
     assert config.hidden_size == 32 and model.nsp is not None
     assert config.dropout == config.attention_dropout == 0.0  # pretrained without dropout, as asked
     assert (out / "hf/config.json").exists() and (out / "metrics.csv").exists()
+    assert (out / "hf/tokenizer.json").read_bytes() == (prepared / "tokenizer/tokenizer.json").read_bytes()
+    card = (out / "hf/README.md").read_text()
+    assert (f"{result['heldout_ppl']:.1f}, against {result['heldout_unigram_ppl']:.1f} for a unigram model" in card
+            and "4 steps of 512 tokens" in card)
     assert not list((prepared / "checkpoints/pretrain").glob("bert-*"))  # removed once the outputs are written
 
 

@@ -149,3 +149,28 @@ def test_rotary_scores_depend_on_offsets_only() -> None:
 
     assert torch.allclose(score(2, 5), score(6, 9), atol=1e-5) and torch.allclose(score(7, 1), score(11, 5), atol=1e-5)
     assert not torch.allclose(score(2, 5), score(2, 6), atol=1e-3)  # and it does depend on the offset
+
+
+@pytest.mark.parametrize("positions", ["absolute", "rotary"])
+def test_the_hf_export_is_a_folder_transformers_tokenizes_and_fills_masks_with(tmp_path: Path, positions: str) -> None:
+    from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+    from bertlab.tokenizer import train_tokenizer
+
+    words = ["the cat sat on the mat", "a dog ran in the park", "the bird sang on a tree"]
+    tok = train_tokenizer([w for w in words for _ in range(20)], vocab_size=VOCAB, min_frequency=1)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    model, config = tiny(nsp=positions == "absolute", positions=positions)
+    out = save_hf(model, config, tmp_path / "hf", tokenizer_file=tmp_path / "tokenizer.json", card="# card\n")
+    hf_tok = AutoTokenizer.from_pretrained(out)
+    assert (hf_tok.mask_token, hf_tok.cls_token, hf_tok.sep_token, hf_tok.pad_token) == ("[MASK]", "[CLS]", "[SEP]",
+                                                                                       "[PAD]")
+    pair = hf_tok("the cat", "a dog")
+    assert pair.input_ids == tok.encode("the cat", "a dog").ids and set(pair.token_type_ids) == {0, 1}
+    assert hf_tok.convert_ids_to_tokens(pair.input_ids)[:3] == ["[CLS]", "the", "cat"]
+    filled = pipeline("fill-mask", model=AutoModelForMaskedLM.from_pretrained(out), tokenizer=hf_tok)("the [MASK] sat")
+    assert len(filled) == 5 and all(f["sequence"] for f in filled)
+    assert (out / "README.md").read_text() == "# card\n"
+    assert {f.name: f.stat().st_mode & 0o777 for f in out.iterdir()} == dict.fromkeys(
+        ["model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+         "README.md"], 0o644)

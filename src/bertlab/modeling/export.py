@@ -10,6 +10,7 @@ position table, pooler or NSP head (those stay in `model.pt`).
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -18,10 +19,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bertlab.data.vocab import SPECIAL_TOKENS
 from bertlab.errors import UserError
 from bertlab.modeling.model import BertConfig, BertForPretraining
 
 PLAIN_WEIGHTS, HF_WEIGHTS, CONFIG = "model.pt", "model.safetensors", "config.json"
+HF_SPECIAL_TOKENS = dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL_TOKENS))
 
 # bertlab name -> HF name, for everything but the fused qkv ("{i}" = layer index)
 _LAYER_NAMES = {
@@ -220,9 +223,12 @@ def config_from_hf(hf: dict) -> BertConfig:
     return BertConfig(**fields, positions="rotary" if roformer else "absolute")
 
 
-def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path, causal: bool = False) -> Path:
+def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path, causal: bool = False,
+            tokenizer_file: str | Path | None = None, card: str | None = None) -> Path:
     """Write `model.safetensors` + `config.json` in the HF layout (`BertForPreTraining`, or RoFormer's for rotary
-    positions) into `directory`.
+    positions) into `directory`; with `tokenizer_file` (the tokenizer stage's `tokenizer.json`) also the files
+    `AutoTokenizer` reads, with BERT's special tokens, so `pipeline("fill-mask", directory)` runs; with `card`, it as
+    the model card `README.md`. Every file is readable by all (0644).
 
     Pass `causal=True` for a left-to-right LM so that transformers runs it with causal attention (`is_decoder`).
     """
@@ -234,6 +240,17 @@ def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path
     save_file(bertlab_to_hf(model.state_dict(), config), out / HF_WEIGHTS, metadata={"format": "pt"})
     hf_config = config_to_hf(config, nsp=model.nsp is not None, causal=causal)
     (out / CONFIG).write_text(json.dumps(hf_config, indent=2) + "\n")
+    if tokenizer_file is not None:
+        shutil.copyfile(tokenizer_file, out / "tokenizer.json")
+        (out / "tokenizer_config.json").write_text(json.dumps({
+            "tokenizer_class": "PreTrainedTokenizerFast", **HF_SPECIAL_TOKENS,
+            "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+            "model_max_length": config.max_position_embeddings}, indent=2) + "\n")
+        (out / "special_tokens_map.json").write_text(json.dumps(HF_SPECIAL_TOKENS, indent=2) + "\n")
+    if card is not None:
+        (out / "README.md").write_text(card)
+    for f in out.iterdir():
+        f.chmod(0o644)
     return out
 
 
