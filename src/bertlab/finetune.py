@@ -6,7 +6,8 @@ pretrained left-to-right), `data/tokenizer/tokenizer.json` and `data/download/ta
 metric), `items.json` (the headline split's per-item columns of the model and of the floor, for paired
 statistics) and the training curve `metrics.csv`. A task whose data could not be downloaded gets a
 `"status": "no data"` record instead, and the stage still succeeds. A cell whose run key (code, settings, the
-encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs (`impl.reuse_twins`).
+encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs, and one finished under its
+own name with that key does nothing (`impl.reuse_twins`).
 
 The pieces, in `bertlab.training`: `kinds` (what each task kind encodes, predicts and is scored by),
 `task_datamodule` (splits -> batches), `finetune_module` (the LightningModule); `bertlab.evaluate` (metrics, items,
@@ -52,6 +53,7 @@ class Result:
     record: dict[str, Any]  # what metrics.json holds
     module: FinetuneModule | None = None  # the trained module (None when there was no data)
     items: dict[str, Any] | None = None  # what items.json holds
+    finished_before: bool = False  # this very cell was finished already (same run key): nothing was done
 
 
 def task_of(cfg: DictConfig) -> Task:
@@ -166,10 +168,15 @@ def finetune(cfg: DictConfig) -> Result:
     key = cell_key(cfg, data_dir)
     twin = find_twin(data_dir / "finetune", cfg.name, key) if key and cfg.impl.reuse_twins else None
     if twin is not None:
+        own = twin.name == cfg.name
+        if own:
+            log.info("%s is finished with this code, these settings and inputs: nothing to do", twin)
+        elif rank_zero_only.rank == 0:
+            copy_twin(twin, out_dir, {k: record[k] for k in ("name", "encoder", "features")})
         if rank_zero_only.rank > 0:
-            return Result(record)
-        copy_twin(twin, out_dir, {k: record[k] for k in ("name", "encoder", "features")})
-        return Result(read_json(out_dir / "metrics.json"), items=read_json(out_dir / "items.json"))
+            return Result(record, finished_before=own)
+        return Result(read_json(out_dir / "metrics.json"), items=read_json(out_dir / "items.json"),
+                      finished_before=own)
     return train_and_score(cfg, task, record | {"run_key": key}, out_dir)
 
 
@@ -239,8 +246,9 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
 
 
 @stage.main(named_runs=True)
-def run(cfg: DictConfig) -> None:
-    finetune(cfg)
+def run(cfg: DictConfig) -> bool:
+    """Fine-tune and score; True when this very cell was finished already and nothing was done."""
+    return finetune(cfg).finished_before
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ could run as code, or weights of another shape, stops the run in one line and st
 `pretrain.batch_size` is the global batch: the devices x nodes present and `impl.max_device_batch` decide the
 per-device micro-batch and gradient accumulation, which the key never sees (a run resumes on other devices).
 A run whose key equals a finished run's under another name (Table 6's 12/768/12 row where a profile gives the size
-study `bert`'s budget) copies that run's outputs instead of training (`impl.reuse_twins`).
+study `bert`'s budget) copies that run's outputs instead of training, and one whose own outputs are finished with
+that key does nothing (`impl.reuse_twins`).
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
 
 
 @stage.main(named_runs=True)
-def run(cfg: DictConfig) -> None:
+def run(cfg: DictConfig) -> bool:
+    """Train (or copy a twin's outputs); True when this very run was finished already and nothing was done."""
     data_dir = Path(cfg.data_dir)
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     instances_dir = require(data_dir / "pretrain_data", "pretrain_data")
@@ -187,10 +189,13 @@ def run(cfg: DictConfig) -> None:
     key = run_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
                         counts_file, *([short_dir] if short_steps else [])])
     twin = runs.find_twin(data_dir / "pretrain", cfg.name, key) if cfg.impl.reuse_twins else None
+    if twin is not None and twin.name == cfg.name:
+        log.info("%s is finished with this code, these settings and inputs: nothing to do", twin)
+        return True
     if twin is not None:
         if rank_zero_only.rank == 0:
             runs.copy_twin(twin, data_dir / "pretrain" / cfg.name, {"name": cfg.name})
-        return
+        return False
     ckpt_dir = data_dir / "checkpoints" / "pretrain" / f"{cfg.name}-{key[:12]}"
     shapes = {name: tuple(t.shape) for name, t in module.state_dict().items()}
     resume = resume_from(ckpt_dir, key, p.max_steps, shapes) if p.max_steps > 0 else None
@@ -231,7 +236,7 @@ def run(cfg: DictConfig) -> None:
     seconds = record.train_seconds()
     trainer.validate(module, datamodule=data, verbose=False)
     if not trainer.is_global_zero:
-        return
+        return False
 
     global_batch = micro * trainer.accumulate_grad_batches * trainer.world_size
     scored = module.heldout
@@ -257,6 +262,7 @@ def run(cfg: DictConfig) -> None:
         })
     remove_tree(ckpt_dir, ckpt_dir.parent)
     log.info("held-out perplexity %.2f (unigram floor %.2f) after %d steps", ppl, floor_ppl, trainer.global_step)
+    return False
 
 
 if __name__ == "__main__":

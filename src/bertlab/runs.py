@@ -68,11 +68,13 @@ def run_key(settings: dict[str, Any], inputs: Iterable[Path]) -> str:
 
 
 def find_twin(runs_dir: Path, name: str, key: str) -> Path | None:
-    """Another finished run in `runs_dir` whose metrics.json has run key `key` (the same code, result settings and
-    inputs), if any: its outputs are this run's too (e.g. Table 6's 12/768/12 row where a profile gives the size
-    study `bert`'s budget), so one training can serve both names."""
-    for metrics in sorted(Path(runs_dir).glob("*/metrics.json")):
-        if metrics.parent.name != name and read_json(metrics).get("run_key") == key:
+    """A finished run in `runs_dir` whose metrics.json has run key `key` (the same code, result settings and
+    inputs), if any: `name`'s own first (a rerun of a finished run, which has nothing to do), else another's, whose
+    outputs are this run's too (e.g. Table 6's 12/768/12 row where a profile gives the size study `bert`'s budget),
+    so one training can serve both names."""
+    runs_dir = Path(runs_dir)
+    for metrics in [runs_dir / name / "metrics.json", *sorted(runs_dir.glob("*/metrics.json"))]:
+        if metrics.exists() and read_json(metrics).get("run_key") == key:
             return metrics.parent
     return None
 

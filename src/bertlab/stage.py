@@ -20,7 +20,7 @@ from bertlab.files import MIN_FREE_BYTES, check_free_space, check_writable, writ
 from bertlab.guards import disk_full, stop_on_signals
 
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
-StageFn = Callable[[DictConfig], None]
+StageFn = Callable[[DictConfig], bool | None]  # True: the run was finished already, nothing was done
 
 # `${shrink:768,4}` = 192: how profiles shrink the paper's model shapes (never below 1).
 OmegaConf.register_new_resolver("shrink", lambda size, by: max(1, int(size) // int(by)), replace=True)
@@ -34,7 +34,8 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
     writable with room on its disk, before any compute is spent; `impl.threads` (speed only) sets torch's threads for
     the whole process. A UserError or a full disk prints one line to stderr and exits with status 2; SIGTERM/SIGINT
     (or, under DVC, the death of DVC: `bertlab.guards`) one line and status 128 + the signal. A run that completes leaves its process's time, start-up included, in
-    `<data_dir>/timing/<stage>/<run>.json` for the report's budget ledger (global rank zero only; `<run>` is the
+    `<data_dir>/timing/<stage>/<run>.json` for the report's budget ledger (one that finds itself finished already
+    leaves that of the run that did the work; global rank zero only; `<run>` is the
     run's `name` for a stage of `named_runs`, else the stage's).
     """
     def entry(fn: StageFn) -> Callable[[], None]:
@@ -57,9 +58,10 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
                     check_free_space(Path(cfg.data_dir), MIN_FREE_BYTES, f"the {stage_name} stage")
                 if named_runs:  # the training stages' work folders, before any training
                     check_writable(Path(cfg.data_dir) / "checkpoints" / stage_name)
-                fn(cfg)
+                finished_before = fn(cfg)
                 ranks = ("RANK", "LOCAL_RANK", "NODE_RANK")
-                if startup is not None and all(os.environ.get(v, "0") == "0" for v in ranks):
+                at_rank_zero = all(os.environ.get(v, "0") == "0" for v in ranks)
+                if not finished_before and startup is not None and at_rank_zero:
                     run = cfg.name if named_runs else stage_name
                     write_json(Path(cfg.data_dir) / "timing" / stage_name / f"{run}.json", {
                         "startup_seconds": round(startup, 2),

@@ -362,3 +362,18 @@ def test_a_cell_on_a_twin_encoder_copies_the_finished_cell(finetune_data: Path) 
                                       "impl.reuse_twins=false"))
     assert other.module is not None and "trained_as" not in other.record
     assert forced.module is not None and "trained_as" not in forced.record
+
+
+def test_a_rerun_of_a_finished_cell_does_nothing(finetune_data: Path) -> None:
+    """The same name, settings, code and inputs as a finished cell: its outputs stay as they are, nothing trains
+    (how a stopped scaling sweep goes on); with `impl.reuse_twins=false` it trains again."""
+    save_keyed_encoder(finetune_data, "again", "a")
+    args = ("name=sst2-again", "finetune.encoder=again", "task=sst2", "finetune.epochs=1", "finetune.lr=1e-3")
+    first = finetune(finetune_config(finetune_data, *args))
+    metrics = finetune_data / "finetune" / "sst2-again" / "metrics.json"
+    written = metrics.stat().st_mtime_ns
+    again = finetune(finetune_config(finetune_data, *args))
+    assert again.finished_before and again.module is None and again.record == first.record
+    assert again.items == first.items and metrics.stat().st_mtime_ns == written
+    forced = finetune(finetune_config(finetune_data, *args, "impl.reuse_twins=false"))
+    assert not forced.finished_before and forced.module is not None
