@@ -12,7 +12,6 @@ run in group "ablations".
 from __future__ import annotations
 
 import logging
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -27,15 +26,6 @@ from bertlab.report.tables import TABLES
 from bertlab.tracking import start_wandb, wandb_settings
 
 log = logging.getLogger(__name__)
-
-
-def git_commit() -> str:
-    """The short hash of HEAD, or "unknown" outside a repository or before the first commit."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
 
 
 def publish(src: Path, dest: Path) -> None:
@@ -65,7 +55,7 @@ def build(cfg: DictConfig, profile: str) -> render.Report:
     check_writable(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".ablations-") as tmp:
-        built = render.write(Path(tmp), spec, results, profile=profile, commit=git_commit(),
+        built = render.write(Path(tmp), spec, results, profile=profile, commit=render.git_commit(),
                              recipe=deviations(cfg, spec.get("paper_recipe", {})))
         publish(Path(tmp), report_dir)
     figures = [report_dir / "figures" / p.name for p in built.figures]

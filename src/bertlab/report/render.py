@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,15 @@ class Report:
     entries: list[Entry]
     findings: list[Finding]
     figures: list[Path]
+
+
+def git_commit() -> str:
+    """The short hash of HEAD, or "unknown" outside a repository or before the first commit."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
 
 
 def _finite(value: float | None, digits: int = 4) -> float | None:
