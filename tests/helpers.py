@@ -50,14 +50,15 @@ TINY = ["profile=smoke", "model=tiny", "model.num_layers=1", "model.hidden_size=
         "pretrain_data.heldout_instances=16", "corpus.heldout_documents=8", "logger=csv"]
 
 
-def stage(name: str, data_dir: Path, *overrides: str, mirror: Path | None = None) -> subprocess.CompletedProcess:
+def stage(name: str, data_dir: Path, *overrides: str, mirror: Path | None = None,
+          timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "BERTLAB_DATA_MIRROR": str(mirror or "")}
     if mirror is None:
         env.pop("BERTLAB_DATA_MIRROR")
     flags = [o for o in overrides if o.startswith("-")]
     overrides = tuple(o for o in overrides if not o.startswith("-"))
     return subprocess.run([sys.executable, "-m", f"bertlab.{name}", *flags, f"data_dir={data_dir}", *TINY, *overrides],
-                          capture_output=True, text=True, env=env, timeout=600)
+                          capture_output=True, text=True, env=env, timeout=timeout)
 
 
 # -- the pretrain stage killed on purpose -------------------------------------------------------------------------

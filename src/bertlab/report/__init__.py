@@ -2,7 +2,8 @@
 
 `tables` (the tables' layout; light: the `configs` stage imports `tables_of`), `collect` (reading results and
 per-item files), `cells` (table cells over seeds, with floors), `claims` (declared contrasts via `stats`), `markdown`,
-`plots` and `render` (every report file). `spec` is the `ablations` config as a plain dict.
+`plots` and `render` (every report file); `scaling` (the budget sweep's report). `spec` is the `ablations` config as
+a plain dict.
 """
 
 from bertlab.report.tables import TABLES, tables_of

@@ -1,4 +1,5 @@
-"""The report's figures (PNG): Table 6 against model size, Table 7 by strategy, pretraining loss curves."""
+"""The report's figures (PNG): Table 6 against model size, Table 7 by strategy, pretraining loss curves, and the
+scaling sweep's A - B against pretraining tokens."""
 
 from __future__ import annotations
 
@@ -90,3 +91,31 @@ def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]]) -> bool:
     ax.legend(fontsize=8)
     _save(fig, path)
     return True
+
+
+def plot_budgets(path: Path, title: str, ylabel: str, lines: dict[str, list[tuple[int, float, float, float]]],
+                 ratios: list[tuple[int, float]]) -> None:
+    """The scaling sweep's figure of one claim: A - B with its interval against pretraining tokens (log x), one line
+    per fine-tuning budget (`lines`: label -> (tokens, estimate, low, high)), and the zero line; beside it the
+    encoders' held-out perplexity over the unigram floor (`ratios`: (tokens, ratio)). Points not measured are left
+    out, and a panel without any says so."""
+    fig, (ax, ax_ppl) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+    measured = False
+    for i, (label, points) in enumerate(lines.items()):
+        finite = [p for p in sorted(points) if all(math.isfinite(v) for v in p[1:])]
+        if finite:
+            measured = True
+            xs = [t * 1.03 ** (i - (len(lines) - 1) / 2) for t, *_ in finite]  # the budgets side by side at one x
+            ax.errorbar(xs, [e for _, e, _, _ in finite], marker="o", capsize=3, label=label,
+                        yerr=[[e - lo for _, e, lo, _ in finite], [hi - e for _, e, _, hi in finite]])
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set(xscale="log", xlabel="pretraining tokens", ylabel=ylabel, title=title)
+    if ratios:
+        ax_ppl.plot([t for t, _ in ratios], [r for _, r in ratios], "o-")
+    ax_ppl.set(xscale="log", xlabel="pretraining tokens", ylabel="held-out ppl / unigram ppl", title="The encoder")
+    if measured:
+        ax.legend(title="fine-tuning budget", fontsize=7)
+    for axis, empty in ((ax, not measured), (ax_ppl, not ratios)):
+        if empty:
+            axis.text(0.5, 0.5, "not measured", transform=axis.transAxes, ha="center", va="center", color="grey")
+    _save(fig, path)

@@ -1,0 +1,194 @@
+"""The scaling sweep's report: each claim's A - B (paired bootstrap over dev items and seeds, `bertlab.report.stats`)
+at every pretraining budget x fine-tuning budget, with the encoder's held-out perplexity over its unigram floor.
+
+The sweep's runs are named here (`encoder_name`, `cell_name`), so the stage that runs them and this report agree.
+Writes `scaling.md`, `scaling.csv` (one row per claim x pretraining budget x fine-tuning budget) and
+`scaling/<claim>.png` into the report directory.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bertlab.files import read_json
+from bertlab.report import stats
+from bertlab.report.cells import Cell, finetune_cell
+from bertlab.report.claims import contrast
+from bertlab.report.collect import NO_DATA, Results, read_items
+from bertlab.report.markdown import table
+from bertlab.report.plots import plot_budgets
+from bertlab.report.render import write_csv
+
+FIELDS = ("claim", "A", "B", "task", "metric", "pretrain_steps", "tokens", "examples", "lr", "estimate", "low",
+          "high", "verdict", "n_items", "seeds", "heldout_ppl", "heldout_unigram_ppl", "reason")
+PRETRAINED, SCRATCH = "bert", "scratch"  # a claim side's encoder: pretrained at the row's budget, or never
+UNMEASURED = stats.Contrast(math.nan, math.nan, math.nan, stats.NOT_MEASURED, 0, 0, 0)
+
+
+def encoder_name(encoder: str, steps: int) -> str:
+    """The sweep's pretraining run for a side's encoder at a budget of `steps`: `bert-<steps>`, or `scratch`."""
+    return SCRATCH if encoder == SCRATCH else f"{PRETRAINED}-{steps}"
+
+
+def budget_label(examples: int | None) -> str:
+    """A fine-tuning budget in run names and tables: its training examples, or `all`."""
+    return "all" if examples is None else str(examples)
+
+
+def cell_name(task: str, encoder: str, mode: str, examples: int | None, seed: int) -> str:
+    """The sweep's fine-tuning run `<task>-<encoder run>-<mode>-<examples>-<seed>`."""
+    return f"{task}-{encoder}-{mode}-{budget_label(examples)}-{seed}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One claim at one pretraining budget and one fine-tuning budget."""
+
+    claim: dict[str, Any]
+    a: str
+    b: str
+    metric: str
+    steps: int
+    budget: dict[str, Any]  # {examples, lr?}
+    pretrain: dict[str, Any]  # the pretrained encoder's metrics.json ({} if not run)
+    contrast: stats.Contrast
+    reason: str
+
+    @property
+    def tokens(self) -> int | None:
+        return self.pretrain.get("train_tokens")
+
+    @property
+    def floor_ratio(self) -> float | None:
+        """Held-out perplexity over the unigram perplexity of the same positions."""
+        ppl, unigram = self.pretrain.get("heldout_ppl"), self.pretrain.get("heldout_unigram_ppl")
+        return ppl / unigram if ppl is not None and unigram else None
+
+
+def no_data(work_dir: Path, task: str) -> str | None:
+    """Why `task` has no data (the note the download stage leaves in its folder), or None if it has."""
+    note = work_dir / "download" / "tasks" / task / "NO_DATA"
+    return note.read_text().strip() if note.exists() else None
+
+
+def read_cell(finetune_dir: Path, names: list[str], task: str, columns: dict[str, Any]) -> Cell:
+    """The cell of the fine-tuning runs `names` (seeds) that exist, as the ablations report reads a cell."""
+    runs = [finetune_dir / n for n in names if (finetune_dir / n / "metrics.json").exists()]
+    records = [read_json(d / "metrics.json") for d in runs]
+    items = {d.name: read_items(d / "items.json") for d in runs if (d / "items.json").exists()}
+    return finetune_cell(Results(records, items, {}, {}, {}, {}, ""), columns, task, {})
+
+
+def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstrap: dict[str, Any]) -> list[Row]:
+    """Every claim of `spec` (the `scaling` config) at every budget pair, decided on the runs under `work_dir`."""
+    out = []
+    for claim in spec["claims"]:
+        task, metric = claim["task"], columns[claim["task"]]["metric"]
+        why = no_data(work_dir, task)
+        for steps in spec["pretrain_steps"]:
+            pretrained = work_dir / "pretrain" / encoder_name(PRETRAINED, steps) / "metrics.json"
+            pretrain = read_json(pretrained) if pretrained.exists() else {}
+            for budget in spec["finetune_budgets"]:
+                sides = []
+                for encoder, mode in (claim["a"], claim["b"]):
+                    name = encoder_name(encoder, steps)
+                    names = [cell_name(task, name, mode, budget["examples"], s) for s in spec["seeds"]]
+                    sides.append((f"{name} {mode}", read_cell(work_dir / "finetune", names, task, columns)))
+                (a, cell_a), (b, cell_b) = sides
+                if why is None:
+                    result, reason = contrast(cell_a, cell_b, a, b, bootstrap)
+                else:  # nothing ran: one reason for both sides
+                    result, reason = UNMEASURED, f"{task}: {NO_DATA} ({why})"
+                out.append(Row(claim, a, b, metric, steps, budget, pretrain, result, reason))
+    return out
+
+
+def _number(value: float | None, digits: int = 4) -> Any:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def csv_rows(found: list[Row]) -> list[list[Any]]:
+    """One row per claim x pretraining budget x fine-tuning budget, in FIELDS order (None: an empty cell)."""
+    return [[r.claim["id"], r.a, r.b, r.claim["task"], r.metric, r.steps, r.tokens, r.budget["examples"],
+             r.budget.get("lr"), _number(r.contrast.estimate), _number(r.contrast.low), _number(r.contrast.high),
+             r.contrast.verdict, r.contrast.n_items, f"{r.contrast.runs_a}/{r.contrast.runs_b}",
+             _number(r.pretrain.get("heldout_ppl")), _number(r.pretrain.get("heldout_unigram_ppl")), r.reason]
+            for r in found]
+
+
+def _budget_header(budget: dict[str, Any]) -> str:
+    examples = "all examples" if budget["examples"] is None else f"{budget['examples']:,} examples"
+    return examples + (f" (lr {budget['lr']:g})" if budget.get("lr") is not None else "")
+
+
+def _pretraining(row: Row) -> str:
+    if row.tokens is None:
+        return f"{row.steps:,} steps, not run"
+    tokens = f"{row.tokens / 1e6:.2f}M" if row.tokens >= 100_000 else f"{row.tokens:,}"
+    return f"{row.steps:,} steps, {tokens} tokens"
+
+
+def _verdict(row: Row) -> str:
+    c = row.contrast
+    if c.verdict == stats.NOT_MEASURED:
+        return f"{stats.NOT_MEASURED}: {row.reason}" if row.reason else stats.NOT_MEASURED
+    return f"{c.estimate:+.1f} [{c.low:+.1f}, {c.high:+.1f}] {c.verdict}"
+
+
+def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str) -> str:
+    """scaling.md: per claim, its figure and a table of A - B [95% interval] verdict by budget."""
+    budgets = spec["finetune_budgets"]
+    lines = [
+        "# How much compute each claim needs: pretraining tokens x fine-tuning updates", "",
+        f"Profile `{profile}`, commit `{commit}`: `python -m bertlab.scaling` (conf/scaling/{profile}.yaml). "
+        f"Pretraining budgets {', '.join(f'{s:,}' for s in spec['pretrain_steps'])} steps (each its own run, its "
+        f"schedule ending at its budget); fine-tuning budgets {', '.join(_budget_header(b) for b in budgets)}; "
+        f"seeds {', '.join(map(str, spec['seeds']))}. Each cell: A − B on the dev set (points), its 95% paired-"
+        "bootstrap interval over dev items and seeds, and the verdict on the paper's direction. Held-out ppl / "
+        "unigram: the pretrained encoder's held-out perplexity over the unigram floor of the same positions.", "",
+    ]
+    for claim in spec["claims"]:
+        mine = [r for r in found if r.claim["id"] == claim["id"]]
+        lines += [f"## {claim['text']}", "",
+                  f"A − B, {mine[0].metric}: `{claim['a'][0]}` {claim['a'][1]} vs `{claim['b'][0]}` "
+                  f"{claim['b'][1]} on {claim['task']}.", "", f"![{claim['id']}](scaling/{claim['id']}.png)", ""]
+        grid = []
+        for steps in spec["pretrain_steps"]:
+            at = [r for r in mine if r.steps == steps]
+            ratio = at[0].floor_ratio
+            grid.append([_pretraining(at[0]), "—" if ratio is None else f"{ratio:.3f}", *map(_verdict, at)])
+        lines += [*table(["pretraining", "held-out ppl / unigram", *map(_budget_header, budgets)], grid), ""]
+    return "\n".join(lines)
+
+
+def figure(path: Path, claim: dict[str, Any], mine: list[Row], budgets: list[dict[str, Any]]) -> None:
+    """A claim's A - B with its interval against pretraining tokens, one line per fine-tuning budget, and the
+    encoders' held-out perplexity over the unigram floor beside it."""
+    pretrained = [r for r in mine if r.tokens]
+    lines = {_budget_header(b): [(r.tokens, r.contrast.estimate, r.contrast.low, r.contrast.high)
+                                 for r in pretrained if r.budget == b] for b in budgets}
+    ratios = sorted({(r.tokens, r.floor_ratio) for r in pretrained if r.floor_ratio is not None})
+    plot_budgets(path, claim["text"], f"A − B ({mine[0].metric})", lines, ratios)
+
+
+def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str, commit: str) -> list[Path]:
+    """scaling.md, scaling.csv and one figure per claim into `report_dir`, each written aside and then moved into
+    place (no other file there is touched); the paths written."""
+    (report_dir / "scaling").mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory(dir=report_dir, prefix=".scaling-") as tmp:
+        staged = Path(tmp)
+        write_csv(staged / "scaling.csv", FIELDS, csv_rows(found))
+        (staged / "scaling.md").write_text(markdown(spec, found, profile, commit) + "\n")
+        for claim in spec["claims"]:
+            mine = [r for r in found if r.claim["id"] == claim["id"]]
+            figure(staged / f"{claim['id']}.png", claim, mine, spec["finetune_budgets"])
+        for name in ("scaling.csv", "scaling.md", *(f"{c['id']}.png" for c in spec["claims"])):
+            target = report_dir / ("scaling" if name.endswith(".png") else "") / name
+            (staged / name).replace(target)
+            written.append(target)
+    return written

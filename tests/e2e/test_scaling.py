@@ -1,0 +1,78 @@
+"""End to end: the scaling sweep (`python -m bertlab.scaling`) at the smoke profile, two tiny budgets on each axis,
+on the data dir the first stages prepared from the synthetic mirror (SST-2 and MRPC; CoNLL-2003 has no data)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from bertlab.report.scaling import FIELDS
+from tests.helpers import stage
+
+CLAIMS = ("pretraining_sst2", "pretraining_conll2003", "concat_beats_embeddings")
+VERDICTS = {"reproduced", "contradicted", "unresolved at this scale"}
+
+
+@pytest.fixture(scope="module")
+def sweep(prepared: Path, mirror: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """The whole smoke sweep, once: its work dir, its report dir and its output."""
+    reports = tmp_path_factory.mktemp("reports")
+    done = stage("scaling", prepared, f"scaling.report_dir={reports}", mirror=mirror, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return prepared / "scaling", reports, done.stdout + done.stderr
+
+
+def read_rows(reports: Path) -> list[dict[str, str]]:
+    with (reports / "scaling.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_sweep_writes_one_row_per_claim_and_budget_pair(sweep: tuple[Path, Path, str]) -> None:
+    work, reports, _ = sweep
+    rows = read_rows(reports)
+    assert tuple(rows[0]) == FIELDS and len(rows) == 3 * 2 * 2  # claims x pretraining x fine-tuning budgets
+    assert {(r["claim"], r["pretrain_steps"], r["examples"]) for r in rows} == {
+        (c, s, e) for c in CLAIMS for s in ("2", "4") for e in ("32", "64")}
+    for r in rows:  # smoke: batches of 16 x 64 tokens (TINY: 8 x 64)
+        assert int(r["tokens"]) == int(r["pretrain_steps"]) * 8 * 64
+        assert float(r["heldout_ppl"]) > 0 and float(r["heldout_unigram_ppl"]) > 0
+    sst2 = [r for r in rows if r["claim"] == "pretraining_sst2"]
+    assert all(r["verdict"] in VERDICTS and r["n_items"] == "32" and r["seeds"] == "1/1" for r in sst2)
+    assert all(math.isfinite(float(r[k])) for r in sst2 for k in ("estimate", "low", "high"))
+    assert all(float(r["low"]) <= float(r["estimate"]) <= float(r["high"]) for r in sst2)
+    assert {(r["A"], r["B"]) for r in sst2 if r["pretrain_steps"] == "4"} == {("bert-4 finetune", "scratch finetune")}
+    conll = [r for r in rows if r["claim"] != "pretraining_sst2"]  # the synthetic mirror has no CoNLL-2003
+    assert all(r["verdict"] == "not measured" and "no data" in r["reason"] and not r["estimate"] for r in conll)
+    # the sweep's own runs, beside the pipeline's inputs (links), never in data/pretrain or data/finetune
+    assert sorted(p.name for p in (work / "pretrain").iterdir()) == ["bert-2", "bert-4", "scratch"]
+    assert (work / "finetune" / "sst2-bert-4-finetune-64-1" / "items.json").exists()
+    assert not list((work / "finetune").glob("conll2003-*"))  # a task without data runs nothing
+    assert all((work / name).is_symlink() for name in ("download", "tokenizer", "pretrain_data"))
+    assert not (work.parent / "pretrain").exists() and not (work.parent / "finetune").exists()
+
+
+def test_the_report_has_a_figure_per_claim_and_a_table(sweep: tuple[Path, Path, str]) -> None:
+    _, reports, _ = sweep
+    for claim in CLAIMS:
+        assert (reports / "scaling" / f"{claim}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = (reports / "scaling.md").read_text()
+    assert "Profile `smoke`" in text and "| 4 steps, 2,048 tokens |" in text and "not measured: " in text
+    assert "![pretraining_sst2](scaling/pretraining_sst2.png)" in text
+
+
+def test_a_rerun_trains_nothing(sweep: tuple[Path, Path, str], prepared: Path, mirror: Path,
+                                tmp_path: Path) -> None:
+    """One budget of each axis again (4 runs, to keep it short): every run finds itself finished."""
+    work, _, _ = sweep
+    outputs = {p: p.stat().st_mtime_ns for p in work.glob("*/*/metrics.json")}
+    assert len(outputs) == 3 + 6  # the pretraining runs and the SST-2 cells (bert-2, bert-4, scratch x 2 budgets)
+    done = stage("scaling", prepared, f"scaling.report_dir={tmp_path}", "scaling.pretrain_steps=[4]",
+                 "scaling.finetune_budgets=[{examples: 64}]", mirror=mirror, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {p: p.stat().st_mtime_ns for p in work.glob("*/*/metrics.json")} == outputs
+    assert (done.stdout + done.stderr).count("nothing to do") == 4  # scratch, bert-4, their SST-2 cells at 64
+    assert [(r["claim"], r["pretrain_steps"], r["examples"]) for r in read_rows(tmp_path)] == [
+        (c, "4", "64") for c in CLAIMS]

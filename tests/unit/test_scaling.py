@@ -1,0 +1,141 @@
+"""The scaling sweep's plan (which runs, with which overrides), its table and verdicts on synthetic per-item files, and
+its settings checked at the door."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bertlab.errors import UserError
+from bertlab.report import scaling as report
+from bertlab.scaling import check_grid, forwarded, plan
+from tests.report_data import items
+
+COLUMNS = {"sst2": {"split": "validation", "metric": "accuracy"}, "conll2003": {"split": "validation", "metric": "f1"}}
+MODES = {"finetune": [], "embeddings": ["finetune.mode=feature_based", "finetune.features=embeddings"],
+         "concat_last_four": ["finetune.mode=feature_based", "finetune.features=concat_last_four"]}
+SPEC: dict[str, Any] = {
+    "encoder": ["objective=mlm_nsp"], "modes": MODES, "pretrain_steps": [2, 4], "seeds": [1, 2],
+    "finetune_budgets": [{"examples": 32}, {"examples": None, "lr": 1e-4}],
+    "claims": [{"id": "pretraining_sst2", "text": "Pretraining helps: SST-2", "task": "sst2", "a": ["bert", "finetune"],
+                "b": ["scratch", "finetune"]},
+               {"id": "concat", "text": "concat beats embeddings", "task": "conll2003",
+                "a": ["bert", "concat_last_four"], "b": ["bert", "embeddings"]}],
+}
+BOOTSTRAP = {"draws": 500, "seed": 0}
+
+
+def test_the_plan_pretrains_each_budget_and_runs_each_cell_once() -> None:
+    jobs = plan(SPEC)
+    pretrain = [j for j in jobs if j.stage == "pretrain"]
+    assert [(j.name, j.overrides[-1], j.defaults) for j in pretrain] == [
+        ("scratch", "pretrain.max_steps=0", ("objective=mlm_nsp",)),
+        ("bert-2", "pretrain.max_steps=2", ("objective=mlm_nsp",)),
+        ("bert-4", "pretrain.max_steps=4", ("objective=mlm_nsp",))]
+    cells = {j.name: j.overrides for j in jobs if j.stage == "finetune"}
+    # SST-2: 3 encoders (scratch once per budget) x 2 budgets x 2 seeds; CoNLL: 2 encoders x 2 modes x 2 x 2
+    assert len(cells) == 3 * 2 * 2 + 2 * 2 * 2 * 2 and len(jobs) == 3 + len(cells)
+    assert cells["sst2-scratch-finetune-32-1"] == (
+        "name=sst2-scratch-finetune-32-1", "finetune.encoder=scratch", "task=sst2", "seed=1",
+        "finetune.max_train_examples=32")
+    assert cells["conll2003-bert-4-concat_last_four-all-2"] == (
+        "name=conll2003-bert-4-concat_last_four-all-2", "finetune.encoder=bert-4", "task=conll2003", "seed=2",
+        "finetune.max_train_examples=null", "finetune.lr=0.0001", *MODES["concat_last_four"])
+    assert not [j for j in plan(SPEC, {"conll2003"}) if "conll2003" in j.name]
+
+
+def test_only_the_sweeps_own_settings_and_data_dir_stay_behind() -> None:
+    assert forwarded(["profile=smoke", "data_dir=/d", "scaling.seeds=[1]", "+scaling.x=1", "model=tiny",
+                      "finetune.lr=1e-3"]) == ["profile=smoke", "model=tiny", "finetune.lr=1e-3"]
+
+
+def cell(work: Path, task: str, encoder: str, mode: str, examples: int | None, seed: int, score: float) -> None:
+    """A finished fine-tuning run of the sweep scoring `score`% (its metrics.json and items.json)."""
+    name = report.cell_name(task, encoder, mode, examples, seed)
+    per_item = items(name, task, score)
+    record = {"name": name, "encoder": encoder, "task": task, "seed": seed, "mode": mode, "features": None,
+              "bilstm": False, "status": "ok", "metrics": {"validation": {per_item["metric"]: float(score)}}}
+    (work / "finetune" / name).mkdir(parents=True)
+    (work / "finetune" / name / "metrics.json").write_text(json.dumps(record))
+    (work / "finetune" / name / "items.json").write_text(json.dumps(per_item))
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """Step 2: SST-2 bert 90, 92 vs scratch 60, 62 at 32 examples (+30), 70 vs 70 on all; step 4 never run.
+    CoNLL-2003: concat 40 vs embeddings 80 F1 at step 2, 32 examples, both seeds (-40)."""
+    for seed in (1, 2):
+        for encoder, scores in (("bert-2", (90, 70)), ("scratch", (60, 70))):
+            for examples, score in zip((32, None), scores):
+                cell(tmp_path, "sst2", encoder, "finetune", examples, seed, score + (2 * (seed - 1) if examples else 0))
+        cell(tmp_path, "conll2003", "bert-2", "concat_last_four", 32, seed, 40)
+        cell(tmp_path, "conll2003", "bert-2", "embeddings", 32, seed, 80)
+    (tmp_path / "pretrain" / "bert-2").mkdir(parents=True)
+    (tmp_path / "pretrain" / "bert-2" / "metrics.json").write_text(json.dumps(
+        {"train_tokens": 2_457_600, "heldout_ppl": 450.0, "heldout_unigram_ppl": 900.0}))
+    return tmp_path
+
+
+def test_each_claim_and_budget_pair_gets_its_paired_verdict(work: Path) -> None:
+    rows = {(r.claim["id"], r.steps, r.budget["examples"]): r for r in report.rows(SPEC, work, COLUMNS, BOOTSTRAP)}
+    assert len(rows) == 2 * 2 * 2
+    helps = rows["pretraining_sst2", 2, 32]
+    assert (helps.a, helps.b, helps.metric) == ("bert-2 finetune", "scratch finetune", "accuracy")
+    assert helps.contrast.estimate == pytest.approx(30.0) and helps.contrast.verdict == "reproduced"
+    assert (helps.contrast.n_items, helps.contrast.runs_a, helps.contrast.runs_b) == (200, 2, 2)
+    assert helps.tokens == 2_457_600 and helps.floor_ratio == pytest.approx(0.5)
+    tie = rows["pretraining_sst2", 2, None]
+    assert tie.contrast.estimate == pytest.approx(0.0) and tie.contrast.verdict == "unresolved at this scale"
+    concat = rows["concat", 2, 32]
+    assert concat.contrast.estimate == pytest.approx(-40.0) and concat.contrast.verdict == "contradicted"
+    never = rows["pretraining_sst2", 4, 32]
+    assert never.contrast.verdict == "not measured" and never.reason == "bert-4 finetune: not run"
+    assert never.tokens is None and never.floor_ratio is None
+
+
+def test_a_task_without_data_is_not_measured_with_its_reason(work: Path) -> None:
+    (work / "download" / "tasks" / "conll2003").mkdir(parents=True)
+    (work / "download" / "tasks" / "conll2003" / "NO_DATA").write_text("eriktks/conll2003: not in the mirror\n")
+    concat = [r for r in report.rows(SPEC, work, COLUMNS, BOOTSTRAP) if r.claim["id"] == "concat"]
+    assert {r.contrast.verdict for r in concat} == {"not measured"}
+    assert {r.reason for r in concat} == {"conll2003: no data (eriktks/conll2003: not in the mirror)"}
+
+
+def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
+    found = report.rows(SPEC, work, COLUMNS, BOOTSTRAP)
+    written = report.write(tmp_path / "reports", SPEC, found, "smoke", "abc1234")
+    assert sorted(p.relative_to(tmp_path / "reports").as_posix() for p in written) == [
+        "scaling.csv", "scaling.md", "scaling/concat.png", "scaling/pretraining_sst2.png"]
+    lines = (tmp_path / "reports" / "scaling.csv").read_text().splitlines()
+    assert lines[0] == ",".join(report.FIELDS) and len(lines) == 1 + 8
+    assert lines[1].startswith("pretraining_sst2,bert-2 finetune,scratch finetune,sst2,accuracy,2,2457600,32,,30.0,")
+    assert ",reproduced,200,2/2,450.0,900.0," in lines[1]
+    text = (tmp_path / "reports" / "scaling.md").read_text()
+    assert "| 2 steps, 2.46M tokens | 0.500 | +30.0 [" in text and "] reproduced |" in text
+    assert "| 4 steps, not run | — | not measured: bert-4 finetune: not run |" in text
+    assert "| pretraining | held-out ppl / unigram | 32 examples | all examples (lr 0.0001) |" in text
+    for png in ("concat", "pretraining_sst2"):
+        assert (tmp_path / "reports" / "scaling" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("pretrain_steps", [0, 2], "scaling.pretrain_steps=[0, 2]: expected a list of steps >= 1"),
+    ("finetune_budgets", [{"examples": -1}], "scaling.finetune_budgets: {'examples': -1}: expected"),
+    ("seeds", [], "scaling.seeds=[]: expected a list of integers"),
+    ("claims", [{"task": "sst2", "a": ["bert", "probe"], "b": ["scratch", "finetune"]}],
+     "scaling.claims[0].a=['bert', 'probe']: expected [encoder, mode]"),
+    ("claims", [{"task": "mnli", "a": ["bert", "finetune"], "b": ["scratch", "finetune"]}],
+     "scaling.claims[0].task='mnli': not a task of ablations.columns"),
+])
+def test_a_bad_grid_is_one_line_naming_the_setting(key: str, value: Any, message: str) -> None:
+    with pytest.raises(UserError, match=None) as err:
+        check_grid({**SPEC, key: value}, COLUMNS, "cpu")
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_a_profile_without_a_grid_names_the_file_to_add() -> None:
+    with pytest.raises(UserError, match=r"conf/scaling/gpu.yaml"):
+        check_grid(None, COLUMNS, "gpu")
