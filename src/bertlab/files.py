@@ -14,11 +14,17 @@ from typing import Any
 from bertlab.errors import UserError
 
 
-def check_writable(directory: Path) -> None:
-    """A UserError naming `directory` unless files can be created in it (or where it would be created)."""
-    probe = directory
+def nearest_existing(path: Path) -> Path:
+    """`path`, or its nearest ancestor that exists: where a directory not yet created would be made."""
+    probe = Path(path)
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
+    return probe
+
+
+def check_writable(directory: Path) -> None:
+    """A UserError naming `directory` unless files can be created in it (or where it would be created)."""
+    probe = nearest_existing(directory)
     try:
         if not probe.is_dir():
             raise NotADirectoryError(f"{probe} is not a directory")
@@ -109,11 +115,8 @@ MIN_FREE_BYTES = 64 << 20  # every stage writes logs, a timing record and its ou
 
 def check_free_space(directory: Path, needed: int, what: str) -> None:
     """A UserError unless the filesystem of `directory` (or where it would be created) has `needed` bytes free."""
-    probe = Path(directory)
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
     try:
-        free = shutil.disk_usage(probe).free
+        free = shutil.disk_usage(nearest_existing(directory)).free
     except OSError:
         return  # not measurable: writing will tell
     if free < needed:
