@@ -44,10 +44,12 @@ def write_split(root: Path, hub_id: str, config: str, split: str, rows: dict[str
 
 # -- stages as processes (`python -m bertlab.<stage>`), with a tiny model and vocabulary -----------------------------
 
-TINY = ["profile=smoke", "model=tiny", "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2",
-        "model.intermediate_size=64", "tokenizer.vocab_size=300", "pretrain.batch_size=8", "pretrain.max_steps=4",
-        "pretrain.warmup_steps=1", "pretrain.val_every_steps=2", "pretrain.checkpoint_every_steps=2",
-        "pretrain_data.heldout_instances=16", "corpus.heldout_documents=8", "logger=csv"]
+# out_dir: the tests' runs by hand write where the pipeline's would (data_dir), as the pipeline's own runs do.
+TINY = ["profile=smoke", "out_dir=${data_dir}", "model=tiny", "model.num_layers=1", "model.hidden_size=32",
+        "model.num_heads=2", "model.intermediate_size=64", "tokenizer.vocab_size=300", "pretrain.batch_size=8",
+        "pretrain.max_steps=4", "pretrain.warmup_steps=1", "pretrain.val_every_steps=2",
+        "pretrain.checkpoint_every_steps=2", "pretrain_data.heldout_instances=16", "corpus.heldout_documents=8",
+        "logger=csv"]
 
 
 def stage(name: str, data_dir: Path, *overrides: str, mirror: Path | None = None,
@@ -125,7 +127,7 @@ ENV = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "WANDB_M
 def finetune_config(data_dir: Path, *overrides: str) -> DictConfig:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return compose(config_name="config", overrides=[
-            "profile=smoke", "logger=none", f"data_dir={data_dir}", "finetune.encoder=tiny",
+            "profile=smoke", "logger=none", f"data_dir={data_dir}", "out_dir=${data_dir}", "finetune.encoder=tiny",
             "finetune.max_train_examples=null", "finetune.max_eval_examples=null", "finetune.batch_size=16",
             "impl.threads=1", *overrides,
         ])

@@ -2,11 +2,11 @@
 
 Reads `data/pretrain/*/{metrics.json,metrics.csv,heldout_items.json}`, `data/finetune/*/{metrics.json,items.json}`
 and `data/download/manifest.json`. Writes into `ablations.report_dir` (default `reports/`): `ablations.md`,
-`ablations_table{5,6,7}.csv`, `ablations_findings.csv`, `metrics.json`, `figures/*.png` and `pretrain_loss/*.csv`
-(dvc.yaml's outputs), all built in a scratch directory first and then moved into place file by file; no other file
-in the report directory, its `figures/` or `pretrain_loss/`, is ever replaced or removed.
-With `logger=wandb`, logs the tables, the findings (each pair's interval and verdict) and the figures to one W&B
-run in group "ablations".
+`ablations_table{5,6,7}.csv`, `ablations_findings.csv`, `metrics.json` (headline counts), `claims.json` (every cell
+and contrast), `figures/*.png` and `pretrain_loss/*.csv` (dvc.yaml's outputs), all built in a scratch directory
+first and then moved into place file by file; no other file in the report directory, its `figures/` or
+`pretrain_loss/`, is ever replaced or removed. With `logger=wandb`, logs the tables, the findings (each pair's
+interval and verdict) and the figures to one W&B run in group "ablations".
 """
 
 from __future__ import annotations

@@ -82,7 +82,8 @@ def write_all(params: dict[str, Any], out: Path) -> int:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), atomic_dir(out) as tmp:
         for stage, name, overrides in runs(params):
             try:
-                cfg = compose(config_name="config", overrides=overrides)
+                # the pipeline's own runs write its outputs (out_dir is no result setting: not in the key file)
+                cfg = compose(config_name="config", overrides=[*overrides, "out_dir=${data_dir}"])
             except HydraException as err:
                 raise UserError(f"{stage} run {name!r} ({' '.join(overrides)}): {str(err).splitlines()[0]}") from err
             try:

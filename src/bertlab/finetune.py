@@ -1,13 +1,14 @@
 """Stage `finetune`: a task head on a pretrained encoder, trained on the task and scored on its dev set(s).
 
-Reads `data/pretrain/<finetune.encoder>/` (the encoder; its `metrics.json` `objective` says whether it was
-pretrained left-to-right), `data/tokenizer/tokenizer.json` and `data/download/tasks/<task>/`; writes
-`data/finetune/<name>/`, all or nothing: `metrics.json` (every eval split's metrics, and the floor's headline
-metric), `items.json` (the headline split's per-item columns of the model and of the floor, for paired
-statistics) and the training curve `metrics.csv`. A task whose data could not be downloaded gets a
-`"status": "no data"` record instead, and the stage still succeeds. A cell whose run key (code, settings, the
-encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs, and one finished under its
-own name with that key does nothing (`impl.reuse_twins`).
+Reads `data/pretrain/<finetune.encoder>/` (the encoder, or `<out_dir>/pretrain/<finetune.encoder>/` where one was
+pretrained there by hand; its `metrics.json` `objective` says whether it was pretrained left-to-right),
+`data/tokenizer/tokenizer.json` and `data/download/tasks/<task>/`; writes `<out_dir>/finetune/<name>/`
+(`data/finetune/` in the pipeline, `data/hand/finetune/` by hand), all or nothing: `metrics.json` (every eval
+split's metrics, and the floor's headline metric), `items.json` (the headline split's per-item columns of the model
+and of the floor, for paired statistics) and the training curve `metrics.csv`. A task whose data could not be
+downloaded gets a `"status": "no data"` record instead, and the stage still succeeds. A cell whose run key (code,
+settings, the encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs, and one
+finished under its own name with that key does nothing (`impl.reuse_twins`).
 
 The pieces, in `bertlab.training`: `kinds` (what each task kind encodes, predicts and is scored by),
 `task_datamodule` (splits -> batches), `finetune_module` (the LightningModule); `bertlab.evaluate` (metrics, items,
@@ -76,15 +77,21 @@ def load_tokenizer(data_dir: Path) -> tuple[Tokenizer, Path]:
     return read_tokenizer(path), path
 
 
+def encoder_dir(cfg: DictConfig) -> Path:
+    """The folder of pretraining run `finetune.encoder`: in `out_dir` (one pretrained by hand beside this run) if it
+    is there, else the pipeline's in `data_dir`."""
+    own = Path(cfg.out_dir) / "pretrain" / cfg.finetune.encoder
+    return own if own.exists() else Path(cfg.data_dir) / "pretrain" / cfg.finetune.encoder
+
+
 def load_encoder(
-    data_dir: Path, name: str, dropout: float, tokenizer: Tokenizer, tokenizer_file: Path,
+    d: Path, dropout: float, tokenizer: Tokenizer, tokenizer_file: Path,
 ) -> tuple[BertEncoder, bool, str | None]:
-    """The encoder of pretraining run `name` with the given dropout, whether it is causal (objective "ltr"),
+    """The encoder of the pretraining run in `d` with the given dropout, whether it is causal (objective "ltr"),
     and its objective. Its vocabulary must be the tokenizer's: ids beyond it would crash the embedding lookup,
     and a smaller tokenizer would silently map text to the wrong embeddings."""
-    d = data_dir / "pretrain" / name
     if not (d / "model.pt").exists() or not (d / CONFIG).exists():
-        raise UserError(f"encoder {name!r}: no pretrained model in {d} (run the pretrain stage with name={name})")
+        raise UserError(f"encoder {d.name!r}: no pretrained model in {d} (run the pretrain stage with name={d.name})")
     vocab, tokens = plain_config(d / CONFIG).vocab_size, tokenizer.get_vocab_size()
     if vocab != tokens:
         raise UserError(f"{tokenizer_file} has {tokens} tokens but {d / CONFIG} has vocab_size {vocab}: "
@@ -96,13 +103,13 @@ def load_encoder(
     return model.encoder, objective == "ltr", objective
 
 
-def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
+def cell_key(cfg: DictConfig) -> str | None:
     """The run key of a cell: the code, its result settings but the encoder's name, the encoder's own run key (a twin
     encoder, copied from another run, has the same), the tokenizer and the task's data. Frozen features enter as
     what they compute (`feature_signature`), and not at all when fine-tuning. None if the encoder has no key (it was
     not written by this pretrain stage)."""
     ft = cfg.finetune
-    metrics = data_dir / "pretrain" / ft.encoder / "metrics.json"
+    metrics = encoder_dir(cfg) / "metrics.json"
     encoder = read_json(metrics).get("run_key") if metrics.exists() else None
     if encoder is None:
         return None
@@ -111,6 +118,7 @@ def cell_key(cfg: DictConfig, data_dir: Path) -> str | None:
     num_layers = plain_config(metrics.parent / CONFIG).num_layers
     settings["finetune"]["features"] = (feature_signature(ft.features, num_layers)
                                         if ft.mode != "finetune" else None)
+    data_dir = Path(cfg.data_dir)
     inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]
     return run_key({"settings": settings, "encoder": encoder}, inputs)
 
@@ -151,7 +159,7 @@ def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int) -> pl.Tr
     return pl.Trainer(
         max_epochs=cfg.finetune.epochs, **trainer_devices(cfg.impl), gradient_clip_val=cfg.finetune.grad_clip,
         logger=loggers, log_every_n_steps=min(10, steps_per_epoch),
-        callbacks=[LearningRateMonitor("step"), progress_bar()], enable_checkpointing=False,
+        callbacks=[LearningRateMonitor("step"), progress_bar()], enable_checkpointing=False, enable_model_summary=False,
         default_root_dir=work_dir, num_sanity_val_steps=0,
     )
 
@@ -160,13 +168,13 @@ def finetune(cfg: DictConfig) -> Result:
     """Run the stage on `cfg` (the composed Hydra config); writes `data/finetune/<name>/` and returns its record."""
     task = task_of(cfg)
     data_dir = Path(cfg.data_dir)
-    out_dir = data_dir / "finetune" / cfg.name
+    out_dir = Path(cfg.out_dir) / "finetune" / cfg.name
     record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
     reason = missing_data_reason(data_dir, task.name)
     if reason is not None:
         return no_data(out_dir, record, reason)
-    key = cell_key(cfg, data_dir)
-    twin = find_twin(data_dir / "finetune", cfg.name, key) if key and cfg.impl.reuse_twins else None
+    key = cell_key(cfg)
+    twin = find_twin(out_dir.parent, cfg.name, key) if key and cfg.impl.reuse_twins else None
     if twin is not None:
         own = twin.name == cfg.name
         if own:
@@ -194,15 +202,15 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     """Fine-tune the encoder on the task, score the dev set once, write metrics.json, items.json, the curve."""
     ft, data_dir = cfg.finetune, Path(cfg.data_dir)
     tokenizer, tokenizer_file = load_tokenizer(data_dir)
-    pl.seed_everything(cfg.seed, workers=True)
-    encoder, causal, objective = load_encoder(data_dir, ft.encoder, ft.dropout, tokenizer, tokenizer_file)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    encoder, causal, objective = load_encoder(encoder_dir(cfg), ft.dropout, tokenizer, tokenizer_file)
     data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)
     log.info("%s on %s (%s, causal=%s): %d training examples (%d rows), eval %s", cfg.name, task.name, objective,
              causal, data.train_examples, len(data.train_rows), data.eval_examples)
     module = build_module(cfg, task, encoder, causal)
     module.evaluators = data.evaluators
 
-    work_root = data_dir / "checkpoints" / "finetune"
+    work_root = Path(cfg.out_dir) / "checkpoints" / "finetune"
     work_dir = work_root / cfg.name
     if rank_zero_only.rank == 0:  # DDP re-runs this script in every rank: only the first one cleans up
         remove_tree(work_dir, work_root)

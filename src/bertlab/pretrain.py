@@ -1,10 +1,11 @@
 """Stage `pretrain`: train a BERT encoder with masked LM + NSP (BERT), masked LM only, or left-to-right LM.
 
-Reads `data/pretrain_data` and `data/tokenizer`; writes `data/pretrain/<name>/`: the model as a plain state
+Reads `data/pretrain_data` and `data/tokenizer`; writes `<out_dir>/pretrain/<name>/` (`data/pretrain/` in the
+pipeline, `data/hand/pretrain/` by hand): the model as a plain state
 dict + JSON config, the same in Hugging Face `BertForPreTraining` layout (`hf/`), the training curve
 (`metrics.csv`), `metrics.json` with the held-out perplexity ("LM (ppl)" of Table 6) and its unigram floor, and
 `heldout_items.json` (per held-out instance: the model's and the floor's NLL sums and scored positions).
-Checkpoints live in `data/checkpoints/pretrain/<name>-<key>/`, the key hashing everything that changes the result
+Checkpoints live in `<out_dir>/checkpoints/pretrain/<name>-<key>/`, the key hashing everything that changes the result
 (the bertlab code, the results-affecting settings, the input files). A rerun after a kill resumes from `last.ckpt`
 and ends exactly as the uninterrupted run; a finished, foreign or unreadable `last.ckpt` is never resumed (an
 unreadable one is moved aside, named in the log), and the directory is removed once the outputs are written. A
@@ -154,7 +155,7 @@ def run(cfg: DictConfig) -> bool:
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     instances_dir = require(data_dir / "pretrain_data", "pretrain_data")
     counts_file = require(instances_dir / "unigram_counts.npy", "pretrain_data")
-    pl.seed_everything(cfg.seed, workers=True)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
     tokenizer = read_tokenizer(tokenizer_file)
     fmt, p = cfg.objective.data, cfg.pretrain
     train = load_instances(instances_dir / f"train_{fmt}")
@@ -181,22 +182,23 @@ def run(cfg: DictConfig) -> bool:
     n_params = module.model.num_parameters()
     log.info("%s: %s, %s parameters", cfg.name, config, n_params)
     total = n_params["total"]  # fp32 bytes: a checkpoint (with Adam's moments) and its successor, the exports
-    check_free_space(data_dir, 8 * 4 * total + MIN_FREE_BYTES,
+    out_root = Path(cfg.out_dir)
+    check_free_space(out_root, 8 * 4 * total + MIN_FREE_BYTES,
                            f"pretraining {cfg.name} ({total:,} parameters: checkpoints and exports)")
     if cfg.impl.compile:
         module.model.compile()  # in place: the state dict keeps its keys, so checkpoints resume either way
 
     key = run_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
                         counts_file, *([short_dir] if short_steps else [])])
-    twin = runs.find_twin(data_dir / "pretrain", cfg.name, key) if cfg.impl.reuse_twins else None
+    twin = runs.find_twin(out_root / "pretrain", cfg.name, key) if cfg.impl.reuse_twins else None
     if twin is not None and twin.name == cfg.name:
         log.info("%s is finished with this code, these settings and inputs: nothing to do", twin)
         return True
     if twin is not None:
         if rank_zero_only.rank == 0:
-            runs.copy_twin(twin, data_dir / "pretrain" / cfg.name, {"name": cfg.name})
+            runs.copy_twin(twin, out_root / "pretrain" / cfg.name, {"name": cfg.name})
         return False
-    ckpt_dir = data_dir / "checkpoints" / "pretrain" / f"{cfg.name}-{key[:12]}"
+    ckpt_dir = out_root / "checkpoints" / "pretrain" / f"{cfg.name}-{key[:12]}"
     shapes = {name: tuple(t.shape) for name, t in module.state_dict().items()}
     resume = resume_from(ckpt_dir, key, p.max_steps, shapes) if p.max_steps > 0 else None
     if resume:
@@ -213,7 +215,7 @@ def run(cfg: DictConfig) -> bool:
             ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0],
                               length_fn=lambda b: int(b["attention_mask"].sum())),
         ],
-        default_root_dir=ckpt_dir, num_sanity_val_steps=0,
+        default_root_dir=ckpt_dir, num_sanity_val_steps=0, enable_model_summary=False,  # parameters: logged above
     )
     micro = fit_global_batch(trainer, p.batch_size, cfg.impl.max_device_batch, "pretrain.batch_size")
     trainer.val_check_interval = p.val_every_steps * trainer.accumulate_grad_batches  # in batches: optimizer steps
@@ -243,7 +245,7 @@ def run(cfg: DictConfig) -> bool:
     floor = unigram.item_losses(data.val_dataloader(), unigram.log_probs(np.load(counts_file)))
     ppl, floor_ppl = unigram.perplexity(*scored), unigram.perplexity(*floor)
     kind = "next-token" if cfg.objective.causal else "masked-token"
-    with atomic_dir(data_dir / "pretrain" / cfg.name) as out:
+    with atomic_dir(out_root / "pretrain" / cfg.name) as out:
         save_plain(module.model, config, out)
         save_hf(module.model, config, out / "hf", causal=cfg.objective.causal, tokenizer_file=tokenizer_file,
                 card=model_card(cfg, trainer.global_step, global_batch * seq, ppl, floor_ppl, cfg.objective.causal))

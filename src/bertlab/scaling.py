@@ -117,15 +117,17 @@ def link_inputs(data_dir: Path, work_dir: Path) -> None:
 
 
 def forwarded(overrides: list[str]) -> list[str]:
-    """This command's overrides that each run takes too: all but `data_dir` and the sweep's own (`scaling.*`)."""
-    return [o for o in overrides if not o.lstrip("+~").startswith(("scaling.", "scaling=", "data_dir=", "hydra."))]
+    """This command's overrides that each run takes too: all but where it reads and writes and the sweep's own
+    (`scaling.*`)."""
+    return [o for o in overrides
+            if not o.lstrip("+~").startswith(("scaling.", "scaling=", "data_dir=", "out_dir=", "hydra."))]
 
 
 def run_all(jobs: list[Job], common: list[str], work_dir: Path) -> None:
     """Each job as its own process, in order; the first to fail stops the sweep with one line (its own above)."""
     for i, job in enumerate(jobs, 1):
         log.info("[%d/%d] %s %s", i, len(jobs), job.stage, job.name)
-        overrides = [*job.defaults, *common, f"data_dir={work_dir}", *job.overrides]
+        overrides = [*job.defaults, *common, f"data_dir={work_dir}", f"out_dir={work_dir}", *job.overrides]
         proc = subprocess.Popen([sys.executable, "-m", f"bertlab.{job.stage}", *overrides])
         try:
             code = proc.wait()

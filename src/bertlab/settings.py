@@ -3,7 +3,9 @@
 Hydra composes whatever it is given (`pretrain.lr=abc` is a string; `name=..` a path), so each stage, and the
 `configs` stage for every run of the pipeline at once, calls `check` first: a bad setting stops the run with one
 line naming it (`UserError`, exit status 2), and nothing is written or deleted: numbers by type and range
-(`SETTINGS`), choices by name (`CHOICES`), and the settings that must agree.
+(`SETTINGS`), choices by name (`CHOICES`), and the settings that must agree. Hydra's structured configs
+(dataclass schemas) would check types only: OmegaConf validates no range, choice or agreement, which is most of
+what is checked here.
 """
 
 from __future__ import annotations

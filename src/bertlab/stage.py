@@ -5,13 +5,16 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import hydra
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab import settings
@@ -19,6 +22,7 @@ from bertlab.errors import Interrupted, UserError
 from bertlab.files import MIN_FREE_BYTES, check_free_space, check_writable, write_json
 from bertlab.guards import disk_full, stop_on_signals
 
+log = logging.getLogger(__name__)
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 StageFn = Callable[[DictConfig], bool | None]  # True: the run was finished already, nothing was done
 
@@ -30,13 +34,14 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
     """A stage's Hydra entry point: `python -m bertlab.<stage> key=value ...` (and `-m` for multirun).
 
     Settings are checked first (`bertlab.settings.check`, and settings appended with `+key=value`), and the stage's
-    output directory (`<data_dir>/<stage>`; a stage with `own_output` writes elsewhere and checks that itself) must be
+    output directory (`<data_dir>/<stage>`, a training stage's `<out_dir>/<stage>`; a stage with `own_output` writes
+    elsewhere and checks that itself) must be
     writable with room on its disk, before any compute is spent; `impl.threads` (speed only) sets torch's threads for
     the whole process. A UserError or a full disk prints one line to stderr and exits with status 2; SIGTERM/SIGINT
-    (or, under DVC, the death of DVC: `bertlab.guards`) one line and status 128 + the signal. A run that completes leaves its process's time, start-up included, in
-    `<data_dir>/timing/<stage>/<run>.json` for the report's budget ledger (one that finds itself finished already
-    leaves that of the run that did the work; global rank zero only; `<run>` is the
-    run's `name` for a stage of `named_runs`, else the stage's).
+    (or, under DVC, the death of DVC: `bertlab.guards`) one line and status 128 + the signal. A run that completes
+    leaves its process's time, start-up included, in `<data_dir or out_dir>/timing/<stage>/<run>.json` for the
+    report's budget ledger (one that finds itself finished already leaves that of the run that did the work; global
+    rank zero only; `<run>` is the run's `name` for a stage of `named_runs`, else the stage's).
     """
     def entry(fn: StageFn) -> Callable[[], None]:
         stage_name = Path(fn.__code__.co_filename).stem  # its module's name, also when run as __main__ (`python -m`)
@@ -47,23 +52,28 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
             logging.raiseExceptions = False  # a log file on a full disk: not thousands of lines of "Logging error"
             try:
                 stop_on_signals()
+                quiet_notices()
                 settings.check(cfg)
                 settings.check_appended(*composed_overrides(), Path(CONF_DIR))
                 if threads := OmegaConf.select(cfg, "impl.threads"):
                     import torch  # only then: the data stages need no torch
 
                     torch.set_num_threads(int(threads))
+                root = Path(cfg.out_dir if named_runs else cfg.data_dir)
+                if named_runs and root != Path(cfg.data_dir):
+                    log.info("a run by hand: its outputs go to %s, the pipeline's in %s stay as they are", root,
+                             cfg.data_dir)
                 if not own_output:
-                    check_writable(Path(cfg.data_dir) / stage_name)
-                    check_free_space(Path(cfg.data_dir), MIN_FREE_BYTES, f"the {stage_name} stage")
+                    check_writable(root / stage_name)
+                    check_free_space(root, MIN_FREE_BYTES, f"the {stage_name} stage")
                 if named_runs:  # the training stages' work folders, before any training
-                    check_writable(Path(cfg.data_dir) / "checkpoints" / stage_name)
+                    check_writable(root / "checkpoints" / stage_name)
                 finished_before = fn(cfg)
                 ranks = ("RANK", "LOCAL_RANK", "NODE_RANK")
                 at_rank_zero = all(os.environ.get(v, "0") == "0" for v in ranks)
                 if not finished_before and startup is not None and at_rank_zero:
                     run = cfg.name if named_runs else stage_name
-                    write_json(Path(cfg.data_dir) / "timing" / stage_name / f"{run}.json", {
+                    write_json(root / "timing" / stage_name / f"{run}.json", {
                         "startup_seconds": round(startup, 2),
                         "process_seconds": round(startup + time.perf_counter() - began, 2)})
             except UserError as err:
@@ -80,9 +90,49 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
                       "command (pretraining resumes from its last checkpoint)", file=sys.stderr)
                 sys.exit(2)
 
-        return hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(task)
+        app = hydra.main(config_path=CONF_DIR, config_name="config", version_base="1.3")(task)
+
+        @functools.wraps(app)
+        def start() -> None:
+            sys.argv[1:] = follow_params(sys.argv[1:])
+            app()
+
+        return start
 
     return entry
+
+
+# Notices every stage process would repeat, with nothing in them for a user to act on.
+NOTICES = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning's use of torch, for Lightning to fix
+           r"Experiment logs directory .* Previous log files")  # a resumed run: RunRecord keeps its whole curve
+LOG_NOTICES = ("💡 Tip:",  # Lightning's advertisement of its cloud logger
+               "GPU available: False", "TPU available", "HPU available",  # no accelerator: nothing to say
+               "`Trainer.fit` stopped: `max_steps", "Loading `train_dataloader` to estimate")  # as asked
+
+
+def quiet_notices() -> None:
+    """Silence NOTICES and LOG_NOTICES, and W&B's start-up banner (its warnings and errors stay)."""
+    for pattern in NOTICES:
+        warnings.filterwarnings("ignore", message=pattern)
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+        lambda record: not record.getMessage().startswith(LOG_NOTICES))
+    os.environ.setdefault("WANDB_SILENT", "true")
+
+
+def follow_params(argv: list[str], params: Path = Path("params.yaml")) -> list[str]:
+    """`argv` of a run by hand (its config composed from conf/, not one `configs` wrote) with the profile of
+    `params.yaml` (in the working directory), where the command line names none; says so in one line."""
+    config_flags = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
+    if any(a.startswith(config_flags) or re.match(r"[+~]*profile=", a) or a in ("-h", "--help") for a in argv):
+        return argv
+    try:
+        profile = yaml.safe_load(params.read_text(encoding="utf-8"))["profile"]
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError):
+        return argv
+    if not isinstance(profile, str):
+        return argv
+    print(f"profile={profile} (params.yaml's; name another on the command line to change it)", file=sys.stderr)
+    return [*argv, f"profile={profile}"]
 
 
 def composed_overrides() -> tuple[list[str], Callable[[list[str]], DictConfig]]:

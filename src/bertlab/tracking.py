@@ -7,12 +7,26 @@ import logging
 import os
 from collections.abc import Callable
 from contextlib import suppress
+from pathlib import Path
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 WANDB_INIT_TIMEOUT = 20  # seconds W&B may take to start an online run (its default: 90, then a traceback)
+
+
+def lasting_dir(save_dir: str | Path, cwd: Path | None = None) -> Path:
+    """`save_dir`; in a queued or `--temp` DVC experiment, which runs in a copy of the repository under
+    `<repo>/.dvc/tmp/exps/` that DVC deletes when it ends, the same (relative) folder in the repository itself, so its
+    W&B runs outlast the copy."""
+    save_dir, parts = Path(save_dir), (cwd or Path.cwd()).resolve().parts
+    if save_dir.is_absolute():
+        return save_dir
+    for i in range(len(parts) - 2):
+        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i]) / save_dir
+    return save_dir
 
 
 def wandb_settings() -> Any:

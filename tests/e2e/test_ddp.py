@@ -122,8 +122,8 @@ CELLS = {  # name: overrides (each a cell of one task kind)
                       "finetune.max_train_examples=96", "finetune.lr=1e-3"],
     "bilstm": ["task=sst2", "finetune.bilstm=true"],
 }
-SHARED = ["profile=smoke", "logger=csv", "finetune.encoder=tiny", "finetune.max_train_examples=null",
-          "finetune.max_eval_examples=null", "finetune.epochs=1"]
+SHARED = ["profile=smoke", "out_dir=${data_dir}", "logger=csv", "finetune.encoder=tiny",
+          "finetune.max_train_examples=null", "finetune.max_eval_examples=null", "finetune.epochs=1"]
 
 
 def finetune_ddp(data: Path, name: str, *args: str) -> dict:

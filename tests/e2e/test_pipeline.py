@@ -73,7 +73,7 @@ def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path, run: Run)
     assert list((repo / "data/wandb").glob("wandb/offline-run-*/files")), "no offline W&B run"
     # Verdicts from paired intervals, floors beside the cells, dev splits only
     assert "does not hold" not in report and "Floors: " in report and "95% interval" in report
-    metrics = json.loads((repo / "reports/metrics.json").read_text())
+    metrics = json.loads((repo / "reports/claims.json").read_text())
     pairs = [p for claim in metrics["claims"].values() for p in claim["pairs"].values()]
     verdicts = {"reproduced", "contradicted", "unresolved at this scale", "not measured"}
     assert pairs and {p["verdict"] for p in pairs} <= verdicts
@@ -82,6 +82,8 @@ def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path, run: Run)
     assert any(p["verdict"] in report for p in measured)
     cells = [c for rows in metrics["table5"].values() for c in rows.values()]
     assert any(c.get("floor") is not None and c.get("floor_status") for c in cells)
+    headline = json.loads((repo / "reports/metrics.json").read_text())
+    assert sum(headline[k] for k in ("reproduced", "contradicted", "unresolved", "not_measured")) == len(pairs)
     for f in (repo / "data/finetune").glob("*/metrics.json"):
         run_ = json.loads(f.read_text())
         assert "test" not in run_["metrics"], f"{f} scores a test split"
@@ -139,3 +141,60 @@ def test_a_queued_experiment_reruns_only_what_its_params_change(repo: Path, run:
     assert stages_run(log) == {"configs", "finetune_sst2@run0-2", "ablations"}, log[-3000:]
     shown = run(["dvc", "exp", "show", "--json"], repo).stdout
     assert "sst2-seeds" in shown
+
+
+def readme_block(heading: str, index: int) -> list[str]:
+    """The command lines of the `index`-th bash block under the README's `heading`."""
+    section = (REPO / "README.md").read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return [line for line in re.findall(r"```bash\n(.*?)```", section, re.S)[index].splitlines() if line.strip()]
+
+
+def wait_for_queue(repo: Path, run: Run) -> str:
+    deadline = time.monotonic() + 1200
+    while "Queued" in (status := run(["dvc", "queue", "status"], repo).stdout) or "Running" in status:
+        assert time.monotonic() < deadline, status
+        time.sleep(5)
+    return status
+
+
+@pytest.mark.slow
+def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) -> None:
+    """Every line of the README's Experiments section, verbatim, on the smoke slice (its `params.yaml` profile)."""
+    run(["dvc", "repro"], repo)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"], cwd=repo, check=True)
+    wandb_runs = len(list((repo / "data/wandb/wandb").glob("offline-run-*")))
+    sweep, finetune = readme_block("Experiments", 0)
+    pipeline = {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
+                if p.is_file() and p.relative_to(repo / "data").parts[0] not in ("hand", "hydra", "wandb")}
+    done = run(["bash", "-c", sweep], repo)
+    assert "profile=smoke (params.yaml's" in done.stderr
+    for name in ("sweep_L3_H768_A12", "sweep_L6_H768_A12"):
+        assert json.loads((repo / f"data/hand/pretrain/{name}/metrics.json").read_text())["steps"] == 20
+    run(["bash", "-c", finetune], repo)
+    assert json.loads((repo / "data/hand/finetune/sst2-sweep_L3/metrics.json").read_text())["status"] == "ok"
+    assert pipeline == {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
+                        if p.is_file() and p.relative_to(repo / "data").parts[0] not in ("hand", "hydra", "wandb")}
+    assert "up to date" in run(["dvc", "status"], repo).stdout
+
+    here, queue_sst2, queue_lr, start, show, views = readme_block("Experiments", 1)
+    new_seeds = {1, 2, 3} - set(yaml.safe_load((repo / "params.yaml").read_text())["finetune"]["mrpc"]["seeds"])
+    ran = stages_run(run(["bash", "-c", here], repo).stdout)
+    assert ran == {"configs", "ablations", *(f"finetune_mrpc@run{i}-{s}" for i in range(3) for s in new_seeds)}
+    run(["bash", "-c", queue_sst2], repo)
+    run(["bash", "-c", queue_lr], repo)
+    run(["bash", "-c", start], repo)
+    status = wait_for_queue(repo, run)
+    assert status.count("Success") == 2, status
+    assert stages_run(run(["dvc", "queue", "logs", "sst2-3seeds"], repo).stdout) == {
+        "configs", "finetune_sst2@run0-3", "ablations"}
+    lr_log = run(["dvc", "queue", "logs", "lr5e-4"], repo).stdout
+    assert "pretrain@bert" in stages_run(lr_log) and "finetune_mrpc@run0-1" in stages_run(lr_log)
+    assert len(list((repo / "data/wandb/wandb").glob("offline-run-*"))) > wandb_runs  # the queued runs' kept
+    shown = run(["bash", "-c", show], repo).stdout
+    assert "sst2-3seeds" in shown and "lr5e-4" in shown
+    assert "finetune.sst2.seeds" in run(["dvc", "params", "diff"], repo).stdout  # applied: the workspace's params
+    done = run(["bash", "-c", views], repo)
+    metrics_lines = [line for line in done.stdout.splitlines() if "metrics.json" in line]
+    assert metrics_lines and max(map(len, done.stdout.splitlines()[:3])) < 160, done.stdout[:2000]
+    assert (repo / "dvc_plots/index.html").exists()

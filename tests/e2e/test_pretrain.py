@@ -195,7 +195,8 @@ def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:
 def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
     """The paper-scale profile with its GPU `impl` (bf16 autocast, torch.compile, devices=auto) on a CPU."""
     done = subprocess.run(
-        [sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", "profile=gpu", "name=gpu", "logger=csv",
+        [sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", "out_dir=${data_dir}", "profile=gpu",
+         "name=gpu", "logger=csv",
          "model=tiny", "pretrain.batch_size=4", "pretrain.max_steps=2", "pretrain.warmup_steps=1",
          "pretrain.val_every_steps=2"],
         capture_output=True, text=True, timeout=900,

@@ -10,10 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
 from tokenizers import Tokenizer
 
 from bertlab.stage import process_age
-from tests.helpers import ENV, stage
+from tests.helpers import ENV, TINY, stage
 from tests.report_data import write_data
 
 
@@ -74,6 +75,7 @@ def test_a_stage_process_records_its_start_up_and_total_time(tmp_path: Path, mir
 def test_missing_task_data_is_a_no_data_record_and_exit_0(finetune_data: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bertlab.finetune", "profile=smoke", "logger=none", f"data_dir={finetune_data}",
+         "out_dir=${data_dir}",
          "task=mnli", "name=nodata", "finetune.encoder=missing"],
         capture_output=True, text=True, env=ENV, cwd=finetune_data,
     )
@@ -101,3 +103,35 @@ def test_the_configs_stage_imports_a_light_report_module() -> None:
     code = "import sys; import bertlab.report; print(sorted({'matplotlib', 'numpy', 'torch'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"
+
+
+def test_runs_by_hand_write_under_out_dir_and_never_over_the_pipelines(prepared: Path, tmp_path: Path) -> None:
+    """A pretraining run by hand (the README's sweep) writes `<data_dir>/hand/`, at params.yaml's profile (in the
+    working directory), and leaves every pipeline output as it was; a fine-tune by hand finds that encoder there."""
+    def files() -> dict[str, int]:
+        return {str(p.relative_to(prepared)): p.stat().st_mtime_ns for p in prepared.rglob("*")
+                if p.is_file() and p.relative_to(prepared).parts[0] not in ("hand", "hydra", "wandb")}
+
+    before = files()
+    (tmp_path / "params.yaml").write_text("profile: smoke\n")
+    by_hand = [a for a in TINY if not a.startswith(("out_dir=", "profile="))]
+    done = subprocess.run([sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", *by_hand, "name=byhand"],
+                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "profile=smoke (params.yaml's" in done.stderr
+    record = json.loads((prepared / "hand/pretrain/byhand/metrics.json").read_text())
+    assert record["steps"] == 4 and (prepared / "hand/timing/pretrain/byhand.json").exists()
+    assert files() == before and not (prepared / "pretrain" / "byhand").exists()
+    (config,) = (prepared / "hydra/pretrain").glob("*/.hydra/config.yaml")
+    assert yaml.safe_load(config.read_text())["profile_name"] == "smoke"
+
+
+def test_a_finetune_by_hand_reads_the_pipelines_encoder_and_writes_under_out_dir(finetune_data: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bertlab.finetune", "profile=smoke", "logger=none", f"data_dir={finetune_data}",
+         "task=sst2", "name=byhand", "finetune.encoder=tiny", "finetune.max_train_examples=32"],
+        capture_output=True, text=True, env=ENV, cwd=finetune_data, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((finetune_data / "hand/finetune/byhand/metrics.json").read_text())
+    assert record["status"] == "ok" and record["encoder"] == "tiny" and record["train_examples"] == 32
+    assert not (finetune_data / "finetune" / "byhand").exists()

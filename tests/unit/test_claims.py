@@ -156,10 +156,11 @@ def test_a_bad_claim_is_an_error_naming_it(tmp_path: Path, claim: dict, message:
 def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     md = "\n".join(findings_section(FAST, list(found.values())))
     assert "does not hold" not in md and "holds" not in md
-    assert "| MRPC | BERT_BASE | No NSP | +27.0 [+" in md and "| 200 × 3/1 | **reproduced** |" in md
+    assert "| MRPC | BERT_BASE | No NSP | +27.0 [+" in md
+    assert "| 200 × 3/1 | 300 updates, 4,800 examples | **reproduced** |" in md
     assert "| MRPC | BERT_BASE | LTR & No NSP | -15.0 [" in md and "**contradicted** |" in md
     assert "| SST-2 | BERT_BASE | No NSP | +0.0 [-" in md and "**unresolved at this scale** |" in md
-    assert "| MNLI-m | BERT_BASE | No NSP | — | — | **not measured** (BERT_BASE: no data; No NSP: not run) |" in md
+    assert "| MNLI-m | BERT_BASE | No NSP | — | — | — | **not measured** (BERT_BASE: no data; No NSP: not run) |" in md
     assert ("### 6. Pretrained features carry more than a never-trained encoder's: a linear probe on frozen "
             "last-layer features (ours, not the paper's) (Table 5): not measured (not run)\n\n### 7.") in md
     assert ("### 7. Larger models reach lower held-out masked-LM perplexity (Table 6): 5 reproduced, 0 contradicted, "
@@ -169,11 +170,11 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     assert "(1000 draws" in md
 
 
-def test_metrics_json_holds_every_contrast(tmp_path: Path) -> None:
-    from bertlab.report.render import metrics
+def test_claims_json_holds_every_contrast_and_metrics_json_their_verdict_counts(tmp_path: Path) -> None:
+    from bertlab.report.render import details, headline
 
     found = claims(tmp_path)
-    out = json.loads(json.dumps(metrics([], list(found.values()))))
+    out = json.loads(json.dumps(details([], list(found.values()))))
     assert sum(len(c["pairs"]) for c in out["claims"].values()) == sum(len(f.pairs) for f in found.values())
     mrpc = out["claims"]["nsp_helps"]["pairs"]["mrpc: bert vs nonsp"]
     assert (mrpc["estimate"], mrpc["verdict"], mrpc["n_items"]) == (27.0, "reproduced", 200)
@@ -181,6 +182,14 @@ def test_metrics_json_holds_every_contrast(tmp_path: Path) -> None:
     missing = out["claims"]["nsp_helps"]["pairs"]["mnli: bert vs nonsp"]
     assert (missing["estimate"], missing["low"], missing["verdict"]) == (None, None, "not measured")
     assert out["claims"]["size_ppl"]["summary"].endswith("of 14 pairs")
+    counts = headline(list(found.values()))
+    verdicts = [p["verdict"] for c in out["claims"].values() for p in c["pairs"].values()]
+    assert {k: counts[k] for k in ("reproduced", "contradicted", "not_measured")} == {
+        "reproduced": verdicts.count("reproduced"), "contradicted": verdicts.count("contradicted"),
+        "not_measured": verdicts.count("not measured")}
+    assert sum(counts[k] for k in ("reproduced", "contradicted", "unresolved", "not_measured")) == len(verdicts)
+    assert counts["beyond_unigram.bert"] == pytest.approx(40 / 900, abs=1e-4)
+    assert len(counts) == 5  # one line of `dvc metrics show`
 
 
 def test_perplexity_against_a_multiple_of_its_unigram_floor(found, tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ from hydra import compose, initialize_config_dir
 from bertlab.configs import runs, write_all
 from bertlab.errors import UserError
 from bertlab.runs import RESULT_KEYS
-from bertlab.stage import CONF_DIR
+from bertlab.stage import CONF_DIR, follow_params
+from tests.helpers import REPO
 
 PARAMS = {
     "profile": "smoke",
@@ -56,6 +57,8 @@ def test_written_configs_are_complete_and_keys_are_results_only(tmp_path: Path) 
     full = yaml.safe_load((tmp_path / "configs/finetune/sst2-ltr-finetune-2.yaml").read_text())
     assert full["finetune"]["encoder"] == "ltr" and full["task"]["name"] == "sst2" and full["seed"] == 2
     assert full["hydra"]["run"]["dir"].endswith("hydra/finetune/sst2-ltr-finetune-2")
+    assert full["out_dir"] == full["data_dir"]  # the pipeline's runs write its outputs; by hand, data/hand
+    assert compose_with().out_dir == "data/hand"
     key = yaml.safe_load((tmp_path / "configs/pretrain/ltr.key.yaml").read_text())
     assert key["objective"]["causal"] is True
     assert "impl" not in key and "logger" not in key and set(key) == {"overrides", *RESULT_KEYS["pretrain"]}
@@ -153,3 +156,27 @@ def test_a_profile_gives_one_task_its_own_budget(tmp_path: Path) -> None:
     assert key["mrpc"]["finetune"]["max_train_examples"] == 800
     conll = yaml.safe_load((tmp_path / "configs/finetune/conll2003-bert-sum_all-1.key.yaml").read_text())
     assert conll["finetune"]["lr"] == 1e-3
+
+
+def test_params_yaml_has_nothing_dvc_would_interpolate() -> None:
+    """`dvc exp run -S` resolves `${...}` in params.yaml (DVC issue 11018) and stops on Hydra's interpolations."""
+    assert "${" not in (REPO / "params.yaml").read_text()
+
+
+def test_the_size_study_rows_train_for_the_profiles_size_study_budget() -> None:
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    row = compose_with("profile=cpu", *params["pretrain"]["L3_H768_A12"])
+    assert (row.pretrain.max_steps, row.pretrain.warmup_steps) == (500, 250)
+    assert compose_with("profile=cpu", *params["pretrain"]["bert"]).pretrain.max_steps == 2400
+
+
+def test_a_run_by_hand_follows_params_yaml_unless_its_command_line_names_a_profile(tmp_path: Path, capsys) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("profile: smoke\n")
+    assert follow_params(["-m", "model=tiny"], params) == ["-m", "model=tiny", "profile=smoke"]
+    assert "profile=smoke (params.yaml's" in capsys.readouterr().err
+    for argv in (["profile=gpu"], ["-cd", "data/configs/pretrain", "-cn", "bert"], ["--config-dir=x"]):
+        assert follow_params(argv, params) == argv
+    assert follow_params(["x=1"], tmp_path / "absent.yaml") == ["x=1"]
+    params.write_text("profile: [")
+    assert follow_params(["x=1"], params) == ["x=1"]

@@ -199,7 +199,7 @@ def test_stage_outputs(built) -> None:
     assert len(read_csv(out / "ablations_table6.csv")) == 6 * (1 + 3)  # rows x (ppl, 3 tasks)
     assert len(read_csv(out / "ablations_table7.csv")) == 7
 
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((out / "claims.json").read_text())
     assert metrics["table5"]["bert"]["mrpc"] == {"mean": 82.0, "std": 2.0, "n": 3, "floor": 60.0,
                                                  "floor_status": "above floor"}
     assert set(metrics["table5"]["bert"]) == {"mrpc", "sst2", "squad"}  # measured cells only
@@ -232,6 +232,9 @@ def test_markdown(built) -> None:
     assert "Floors: MRPC: the floor; SST-2: the floor; SQuAD: the floor." in md  # as items.json names them
     assert "Floors: LM ppl: unigram; MRPC: the floor; SST-2: the floor." in md
     assert re.search(r"\| \d+\.\d (± \d+\.\d )?\(\d seeds?\)", md)  # what the e2e test looks for
+    # each verdict states the fine-tuning budget it was measured at
+    assert "| items × seeds A/B | fine-tuning | verdict |" in md
+    assert re.search(r"\| 300 updates, 4,800 examples \| \*\*(reproduced|contradicted|unresolved)", md)
 
 
 def test_stage_without_results_embeds_no_figure(tmp_path: Path) -> None:

@@ -46,3 +46,10 @@ def test_logger_offline_false_without_a_network_logs_offline_within_seconds(
     assert time.perf_counter() - start < 15
     assert loggers[1]._offline and "W&B cannot log online" in caplog.text
     loggers[1].experiment.finish()
+
+
+def test_a_dvc_experiments_wandb_runs_go_to_the_repository_not_its_temporary_copy(tmp_path: Path) -> None:
+    copy = tmp_path / "repo/.dvc/tmp/exps/tmpab12/sub"
+    assert tracking.lasting_dir("data/wandb", copy) == tmp_path / "repo/data/wandb"
+    assert tracking.lasting_dir("data/wandb", tmp_path / "repo") == Path("data/wandb")
+    assert tracking.lasting_dir(tmp_path / "w", copy) == tmp_path / "w"

@@ -32,7 +32,11 @@ _BOUNDARY = re.compile(
 
 def split_sentences(text: str) -> list[str]:
     """Split English prose into sentences: rejoin hard-wrapped lines, then cut at line breaks
-    (paragraphs, headings) and at sentence-final punctuation followed by an upper-case start."""
+    (paragraphs, headings) and at sentence-final punctuation followed by an upper-case start.
+
+    Hand-written on purpose: on the mirror's Wikipedia text it takes 0.24 s per MB where pysbd (rule-based, pure
+    Python) takes 13.4 s (measured 2026-11-26): 5 s against 4.5 min for the `cpu` corpus, hours at BERT's; NLTK's
+    punkt needs a model downloaded apart from pip, and these machines have no network."""
     text = _WRAPPED_LINE.sub(r"\1 ", text)
     return [s for s in (piece.strip() for piece in _BOUNDARY.split(text)) if s]
 

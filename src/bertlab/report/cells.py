@@ -32,6 +32,7 @@ class Cell:
     reason: str = ""  # why the cell has no per-item scores ("" when it has them)
     floor_value: float | None = None
     floor_status: str = stats.NOT_MEASURED
+    budget: str = ""  # the runs' fine-tuning budget: optimizer updates and training examples
 
     @property
     def n(self) -> int:
@@ -89,7 +90,10 @@ def finetune_cell(results: Results, columns: dict[str, Any], task: str, fields: 
         raw = [r["metrics"][col["split"]][col["metric"]] for r in ok]
     except KeyError as err:
         raise UserError(f"a {task} run has no metrics.{col['split']}.{col['metric']} ({err})") from err
-    cell = Cell(OK, tuple(math.nan if v is None else float(v) for v in raw), metric=col["metric"])  # None: not finite
+    budget = "; ".join(f"{s:,} updates, {e:,} examples" if s is not None and e is not None else "?"
+                       for s, e in sorted({(r.get("steps"), r.get("train_examples")) for r in ok}, key=str))
+    cell = Cell(OK, tuple(math.nan if v is None else float(v) for v in raw), metric=col["metric"],  # None: not finite
+                budget=budget)
     missing = [r["name"] for r in ok if r["name"] not in results.items]
     if missing:
         return replace(cell, reason=f"no items.json for {', '.join(missing)}")

@@ -38,6 +38,7 @@ class Pair:
     contrast: stats.Contrast
     reason: str = ""  # why it was not measured
     ratio: bool = False  # the contrast is A's perplexity over B's (B: a multiple of A's floor), not A - B
+    budget: str = ""  # the cells' fine-tuning budget (A's / B's where they differ)
 
     @property
     def name(self) -> str:
@@ -163,6 +164,8 @@ def check_claims(spec: dict[str, Any], results: Results) -> list[Finding]:
             if column in claim.get("if_run", []) and any(c.status == NOT_RUN for c in cells):
                 continue
             result, reason = contrast(*cells, a.label, b.label, bootstrap)
-            pairs.append(Pair(column, a, b, result, reason))
+            budgets = [c.budget for c in cells]
+            budget = budgets[0] if budgets[0] == budgets[1] else " / ".join(x or "—" for x in budgets)
+            pairs.append(Pair(column, a, b, result, reason, budget=budget))
         findings.append(Finding(claim["id"], table, claim["text"], tuple(pairs)))
     return findings

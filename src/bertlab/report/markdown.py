@@ -88,7 +88,8 @@ def _pair_row(pair: Pair, label: dict[str, str]) -> list[str]:
     c = pair.contrast
     size = f"{c.n_items} × {c.runs_a}/{c.runs_b}" if c.n_items else "—"
     verdict = f"**{c.verdict}**" + (f" ({pair.reason})" if pair.reason else "")
-    return [label.get(pair.column, "LM ppl"), pair.a.label, pair.b.label, _difference(pair), size, verdict]
+    return [label.get(pair.column, "LM ppl"), pair.a.label, pair.b.label, _difference(pair), size,
+            pair.budget or "—", verdict]
 
 
 def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]:
@@ -104,7 +105,8 @@ def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]
             lines += ["", PPL_NOTE]
         rows = [_pair_row(p, label) for p in f.pairs]
         if rows:
-            lines += [""] + table(["column", "A", "B", "A − B [95% interval]", "items × seeds A/B", "verdict"], rows)
+            lines += [""] + table(["column", "A", "B", "A − B [95% interval]", "items × seeds A/B", "fine-tuning",
+                                   "verdict"], rows)
     return lines
 
 

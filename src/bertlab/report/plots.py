@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from bertlab.report.cells import PPL, Entry  # noqa: E402
 from bertlab.report.collect import Results  # noqa: E402
@@ -38,24 +39,31 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     )
     if not points:
         return False
-    fig, (ax_ppl, ax_dev) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax_ppl, ax_dev) = plt.subplots(1, 2, figsize=(12, 4.5))
     xs = [p for p, _, _ in points]
     ax_ppl.plot(xs, [c[PPL].mean for _, _, c in points], "o-", label="ours")
-    for p, k, c in points:
-        ax_ppl.annotate(k, (p, c[PPL].mean), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    for i, (p, k, c) in enumerate(points):  # the shape trained (layers/hidden/heads), above and below in turn
+        s = results.pretrain[k]["shape"]
+        ax_ppl.annotate(f"{s['num_layers']}/{s['hidden_size']}/{s['num_heads']}", (p, c[PPL].mean), fontsize=7,
+                        xytext=(0, 8 if i % 2 == 0 else -12), textcoords="offset points", ha="center")
     floors = [c[PPL].floor_value for _, _, c in points]
     if any(f is not None for f in floors):
         ax_ppl.plot(xs, [math.nan if f is None else f for f in floors], "s--", color="grey", lw=1,
                     label="unigram floor (same positions)")
-    ax_ppl.set(xscale="log", yscale="log", xlabel="non-embedding parameters", ylabel="held-out LM perplexity",
-               title="Table 6: LM perplexity (ours)")
+    ax_ppl.set(xscale="log", yscale="log", xlabel="non-embedding parameters (shape trained: L/H/A)",
+               ylabel="held-out perplexity at [MASK] inputs", title="Table 6: masked-LM perplexity (ours)")
     ax_ppl.legend(fontsize=7)
     for task in spec["table6"]["tasks"]:
         measured = [(p, c[task]) for p, _, c in points if c[task].values]
+        if not measured:  # no data (MNLI here): not in the legend either
+            continue
         ax_dev.errorbar([p for p, _ in measured], [c.mean for _, c in measured],
                         yerr=[c.std or 0.0 for _, c in measured], marker="o", capsize=3, label=label[task])
     ax_dev.set(xscale="log", xlabel="non-embedding parameters", ylabel="dev score", title="Table 6: dev scores (ours)")
     ax_dev.legend(fontsize=7)
+    for ax in (ax_ppl, ax_dev):  # a log axis over one decade labels its minor ticks, and they collide
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
     _save(fig, path)
     return True
 
@@ -80,15 +88,25 @@ def plot_strategies(path: Path, entries: list[Entry]) -> bool:
     return True
 
 
-def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]]) -> bool:
-    """Pretraining loss against step, one line per run; False if no run logged a loss."""
+OBJECTIVE_LOSS = {"mlm_nsp": "MLM + NSP loss", "mlm": "MLM loss", "ltr": "next-token loss"}
+
+
+def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]], objectives: dict[str, str]) -> bool:
+    """Pretraining loss against step, one panel per objective (their losses are not comparable), one line per run
+    (colour and dash both vary, so six sizes can be told apart); False if no run logged a loss."""
     if not curves:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, points in sorted(curves.items()):
-        ax.plot([s for s, _ in points], [v for _, v in points], label=name)
-    ax.set(xlabel="step", ylabel="train loss", title="Pretraining loss")
-    ax.legend(fontsize=8)
+    panels: dict[str, list[str]] = {}
+    for name in sorted(curves):
+        panels.setdefault(objectives.get(name, "?"), []).append(name)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    styles = ["-", "--", ":", "-."]
+    for ax, (objective, names) in zip(axes[0], sorted(panels.items())):
+        for i, name in enumerate(names):
+            points = curves[name]
+            ax.plot([s for s, _ in points], [v for _, v in points], styles[i % len(styles)], label=name)
+        ax.set(xlabel="step", ylabel=f"train {OBJECTIVE_LOSS.get(objective, 'loss')}", title=objective)
+        ax.legend(fontsize=7)
     _save(fig, path)
     return True
 

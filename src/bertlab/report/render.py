@@ -1,5 +1,6 @@
-"""Every report file: the tables and findings as CSV, `metrics.json` (for `dvc metrics show`), the figures and the
-Markdown report, written into one directory."""
+"""Every report file: the tables and findings as CSV, `metrics.json` (the headline numbers, for `dvc metrics show`
+and `dvc exp show`), `claims.json` (every cell and contrast), the figures and the Markdown report, written into one
+directory."""
 
 from __future__ import annotations
 
@@ -17,11 +18,15 @@ from bertlab.report.collect import Results
 from bertlab.report.ledger import ledger_section
 from bertlab.report.markdown import render_markdown
 from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
+from bertlab.report.stats import CONTRADICTED, NOT_MEASURED, REPRODUCED, UNRESOLVED
 from bertlab.report.tables import TABLES
 
 CSV_FIELDS = ("table", "row", "column", "paper", "mean", "std", "n", "status", "floor", "floor_status")
 FINDING_FIELDS = ("claim", "table", "text", "column", "A", "B", "estimate", "low", "high", "verdict", "n_items",
                   "runs_a", "runs_b", "reason")
+
+VERDICT_KEYS = {REPRODUCED: "reproduced", CONTRADICTED: "contradicted", UNRESOLVED: "unresolved",
+                NOT_MEASURED: "not_measured"}  # metrics.json's keys: no spaces
 
 
 @dataclass(frozen=True)
@@ -67,9 +72,21 @@ def write_csv(path: Path, header: tuple[str, ...], rows: list[list[Any]]) -> Non
         writer.writerows([["" if v is None else v for v in row] for row in rows])
 
 
-def metrics(entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
-    """{table: {row key: {column: our cell and its floor}}} for measured cells, and {"claims": {id: {text, summary,
-    pairs: {name: contrast}}}} for every claim, for `dvc metrics show`."""
+def headline(findings: list[Finding]) -> dict[str, Any]:
+    """What fits one line of `dvc metrics show`: how many contrasts got each verdict, and each perplexity-over-floor
+    ratio (`<claim>.<A>`)."""
+    contrasts = [p.contrast for f in findings for p in f.pairs]
+    out: dict[str, Any] = {VERDICT_KEYS[v]: sum(c.verdict == v for c in contrasts) for v in VERDICT_KEYS}
+    for f in findings:
+        for p in f.pairs:
+            if p.ratio:
+                out[f"{f.id}.{p.a.key}"] = _finite(p.contrast.estimate)
+    return out
+
+
+def details(entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
+    """`claims.json`: {table: {row key: {column: our cell and its floor}}} for measured cells, and {"claims": {id:
+    {text, summary, pairs: {name: contrast}}}} for every claim."""
     out: dict[str, Any] = {t: {} for t in TABLES}
     for e in entries:
         if e.cell.values:
@@ -80,7 +97,8 @@ def metrics(entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
         f.id: {"table": f.table, "text": f.text, "summary": f.summary, "pairs": {
             p.name: {"estimate": _finite(p.contrast.estimate), "low": _finite(p.contrast.low),
                      "high": _finite(p.contrast.high), "verdict": p.contrast.verdict, "n_items": p.contrast.n_items,
-                     "runs_a": p.contrast.runs_a, "runs_b": p.contrast.runs_b, "reason": p.reason}
+                     "runs_a": p.contrast.runs_a, "runs_b": p.contrast.runs_b, "reason": p.reason,
+                     "finetuning": p.budget}
             for p in f.pairs}}
         for f in findings}
     return out
@@ -89,14 +107,15 @@ def metrics(entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
 def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commit: str,
           recipe: list[str] = ()) -> Report:
     """Write every report file into the empty directory `out`: ablations.md, ablations_table{5,6,7}.csv,
-    ablations_findings.csv, metrics.json, figures/*.png and pretrain_loss/<run>.csv (step, loss: for `dvc plots`);
-    `recipe`: the run's deviations from the paper's recipe, one line each."""
+    ablations_findings.csv, metrics.json, claims.json, figures/*.png and pretrain_loss/<run>.csv (step, loss: for
+    `dvc plots`); `recipe`: the run's deviations from the paper's recipe, one line each."""
     entries = build_entries(spec, results)
     findings = check_claims(spec, results)
     (out / "figures").mkdir()
     plots = {"table6": lambda p: plot_sizes(p, spec, results, entries),
              "table7": lambda p: plot_strategies(p, entries),
-             "pretrain_loss": lambda p: plot_curves(p, results.curves)}
+             "pretrain_loss": lambda p: plot_curves(p, results.curves,
+                                                    {k: r.get("objective", "?") for k, r in results.pretrain.items()})}
     figures = [p for name, plot in plots.items() if plot(p := out / "figures" / f"{name}.png")]
     (out / "pretrain_loss").mkdir()
     for name, points in results.curves.items():
@@ -104,7 +123,8 @@ def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commi
     for table in TABLES:
         write_csv(out / f"ablations_{table}.csv", CSV_FIELDS, csv_rows(entries, table))
     write_csv(out / "ablations_findings.csv", FINDING_FIELDS, finding_rows(findings))
-    write_json(out / "metrics.json", metrics(entries, findings))
+    write_json(out / "metrics.json", headline(findings))
+    write_json(out / "claims.json", details(entries, findings))
     (out / "ablations.md").write_text(render_markdown(spec, results, entries, findings, figures, profile, commit,
                                                          ledger_section(results), recipe))
     return Report(entries, findings, figures)

@@ -15,7 +15,11 @@ from lightning.pytorch.loggers import CSVLogger
 
 class EpochEndCheckpoint(pl.Callback):
     """Writes `path` at the end of each epoch (= checkpoint interval), after that step's logging and validation, and
-    whole: to a temporary file renamed over the old one, so a kill mid-write keeps the previous checkpoint."""
+    whole: to a temporary file renamed over the old one, so a kill mid-write keeps the previous checkpoint.
+
+    Not Lightning's `ModelCheckpoint(every_n_train_steps=..., save_last=True)`: that one saves at a training
+    batch's end, before the step's validation, so a resumed run would validate that step again; an epoch boundary is
+    also where the pretraining data order restarts (`PretrainData`), which makes a resume exact."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -24,7 +28,7 @@ class EpochEndCheckpoint(pl.Callback):
         if trainer.global_step >= trainer.max_steps:  # finished: nothing left to resume
             return
         partial = self.path.with_name(self.path.name + ".partial")
-        trainer.save_checkpoint(partial)
+        trainer.save_checkpoint(partial, weights_only=False)  # the loops' and callbacks' state: resume needs it
         if trainer.is_global_zero:
             os.replace(partial, self.path)
 

@@ -13,7 +13,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.errors import UserError
-from bertlab.tracking import start_wandb, wandb_settings
+from bertlab.tracking import lasting_dir, start_wandb, wandb_settings
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,9 @@ def fit_global_batch(trainer: Any, global_batch: int, max_device_batch: int | No
     accumulation to match (as Lightning's GradientAccumulationScheduler does), before `fit`."""
     micro, accumulate = split_batch(global_batch, trainer.num_devices * trainer.num_nodes, max_device_batch, setting)
     trainer.accumulate_grad_batches = accumulate
-    log.info("%s=%d: %d x %d device(s) x %d node(s) x %d accumulation step(s)", setting, global_batch, micro,
-             trainer.num_devices, trainer.num_nodes, accumulate)
+    log.log(logging.INFO if trainer.num_devices * trainer.num_nodes * accumulate > 1 else logging.DEBUG,
+            "%s=%d: %d x %d device(s) x %d node(s) x %d accumulation step(s)", setting, global_batch, micro,
+            trainer.num_devices, trainer.num_nodes, accumulate)
     return micro
 
 
@@ -72,11 +73,39 @@ def on_cuda(trainer: Any) -> bool:
     return trainer.strategy.root_device.type == "cuda"
 
 
-def progress_bar():
-    """Lightning's tqdm bar: unlike the rich one it also reports progress when output is a log, not a terminal."""
+def progress_bar() -> Any:
+    """One tqdm bar for the whole run, in optimizer steps with its ETA (Lightning's counts the batches of each epoch,
+    and pretraining's epochs are checkpoint intervals); tqdm, unlike the rich bar, also reports progress when output
+    is a log, not a terminal."""
     from lightning.pytorch.callbacks import TQDMProgressBar
+    from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 
-    return TQDMProgressBar(refresh_rate=10)
+    class RunProgressBar(TQDMProgressBar):
+        def on_train_start(self, trainer: Any, module: Any) -> None:
+            super().on_train_start(trainer, module)
+            self.train_progress_bar.reset(total=trainer.estimated_stepping_batches)
+            self.train_progress_bar.set_description("steps")
+            self.train_progress_bar.update(trainer.global_step)  # a resumed run starts where it stopped
+
+        def on_train_epoch_start(self, trainer: Any, *_: Any) -> None:
+            pass  # one bar for all epochs
+
+        def on_train_batch_end(self, trainer: Any, module: Any, *_: Any) -> None:
+            bar, step = self.train_progress_bar, trainer.global_step
+            if step - bar.n >= self.refresh_rate or step == bar.total:
+                bar.update(step - bar.n)
+                bar.set_postfix(self.get_metrics(trainer, module))
+
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            pass
+
+        def init_validation_tqdm(self) -> Any:  # validation is short: its bar would be a log's longest part
+            return Tqdm(disable=True)
+
+        def get_metrics(self, trainer: Any, module: Any) -> dict[str, Any]:
+            return {k: v for k, v in super().get_metrics(trainer, module).items() if k != "v_num"}
+
+    return RunProgressBar(refresh_rate=10)
 
 
 def decay_groups(params: Iterable[torch.nn.Parameter], weight_decay: float, name: str | None = None,
@@ -127,20 +156,21 @@ def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path) -> list:
 
     loggers: list = [CSVLogger(save_dir=str(save_dir), name="", version="")]
     if cfg.logger.kind == "wandb":
-        tables = list(cfg.logger.tags)
-        Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
+        tables, wandb_dir = list(cfg.logger.tags), lasting_dir(cfg.logger.save_dir)
+        wandb_dir.mkdir(parents=True, exist_ok=True)
 
         def start(offline: bool) -> WandbLogger:
             logger = WandbLogger(
                 project=cfg.logger.project, name=cfg.name, group=tables[0] if tables else job_type,
-                job_type=job_type, tags=tables, save_dir=cfg.logger.save_dir, offline=offline,
+                job_type=job_type, tags=tables, save_dir=str(wandb_dir), offline=offline,
                 config=OmegaConf.to_container(cfg, resolve=True), settings=wandb_settings(),
             )
+            logger._wandb_init.pop("anonymous", None)  # Lightning passes None, which W&B warns about in every run
             if not offline:
                 logger.experiment  # noqa: B018  (starts the online run now: a failure falls back before training)
             return logger
 
-        loggers.append(start_wandb(start, cfg.logger.offline, cfg.logger.save_dir))
+        loggers.append(start_wandb(start, cfg.logger.offline, str(wandb_dir)))
     elif cfg.logger.kind == "csv":
         loggers.append(CSVLogger(save_dir=cfg.logger.save_dir, name=job_type, version=cfg.name))
     return loggers
