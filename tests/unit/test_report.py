@@ -180,9 +180,10 @@ def test_stage_outputs(built) -> None:
     assert (out / "figures" / "stale.png").read_text() == "from an old run"  # not the report's to remove
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["pretrain_loss.png", "stale.png", "table6.png",
                                                                    "table7.png"]
-    curves = [f"{n}.csv" for n in sorted(PRETRAIN) if n != "scratch"]
-    assert sorted(p.name for p in (out / "pretrain_loss").iterdir()) == curves
-    assert (out / "pretrain_loss" / "bert.csv").read_text() == "step,loss\n9,8.0\n19,6.0\n29,5.0\n"
+    assert sorted(p.name for p in (out / "pretrain_loss").iterdir()) == ["ltr.csv", "mlm_nsp.csv"]  # by objective
+    assert (out / "pretrain_loss" / "ltr.csv").read_text() == "step,run,loss\n9,ltr,8.0\n19,ltr,6.0\n29,ltr,5.0\n"
+    runs = {line.split(",")[1] for line in (out / "pretrain_loss" / "mlm_nsp.csv").read_text().splitlines()[1:]}
+    assert "bert" in runs and "ltr" not in runs and len(runs) == len(PRETRAIN) - 2  # not scratch (no curve), not ltr
     assert not list(out.glob(".ablations-*"))
 
     t5 = read_csv(out / "ablations_table5.csv")

@@ -107,19 +107,22 @@ def details(entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
 def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commit: str,
           recipe: list[str] = ()) -> Report:
     """Write every report file into the empty directory `out`: ablations.md, ablations_table{5,6,7}.csv,
-    ablations_findings.csv, metrics.json, claims.json, figures/*.png and pretrain_loss/<run>.csv (step, loss: for
-    `dvc plots`); `recipe`: the run's deviations from the paper's recipe, one line each."""
+    ablations_findings.csv, metrics.json, claims.json, figures/*.png and pretrain_loss/<objective>.csv (step, run,
+    loss: a `dvc plots` chart each); `recipe`: the run's deviations from the paper's recipe, one line each."""
     entries = build_entries(spec, results)
     findings = check_claims(spec, results)
     (out / "figures").mkdir()
+    objectives = {k: r.get("objective", "unknown") for k, r in results.pretrain.items()}
     plots = {"table6": lambda p: plot_sizes(p, spec, results, entries),
              "table7": lambda p: plot_strategies(p, entries),
-             "pretrain_loss": lambda p: plot_curves(p, results.curves,
-                                                    {k: r.get("objective", "?") for k, r in results.pretrain.items()})}
+             "pretrain_loss": lambda p: plot_curves(p, results.curves, objectives)}
     figures = [p for name, plot in plots.items() if plot(p := out / "figures" / f"{name}.png")]
     (out / "pretrain_loss").mkdir()
-    for name, points in results.curves.items():
-        write_csv(out / "pretrain_loss" / f"{name}.csv", ("step", "loss"), [list(p) for p in points])
+    by_objective: dict[str, list[list[Any]]] = {}
+    for name, points in sorted(results.curves.items()):
+        by_objective.setdefault(objectives.get(name, "unknown"), []).extend([s, name, v] for s, v in points)
+    for objective, rows in by_objective.items():  # one `dvc plots` chart per objective, a line per run (by_run)
+        write_csv(out / "pretrain_loss" / f"{objective}.csv", ("step", "run", "loss"), rows)
     for table in TABLES:
         write_csv(out / f"ablations_{table}.csv", CSV_FIELDS, csv_rows(entries, table))
     write_csv(out / "ablations_findings.csv", FINDING_FIELDS, finding_rows(findings))
