@@ -137,5 +137,23 @@ def test_a_bad_grid_is_one_line_naming_the_setting(key: str, value: Any, message
 
 
 def test_a_profile_without_a_grid_names_the_file_to_add() -> None:
-    with pytest.raises(UserError, match=r"conf/scaling/gpu.yaml"):
-        check_grid(None, COLUMNS, "gpu")
+    with pytest.raises(UserError, match=r"conf/scaling/paper.yaml"):
+        check_grid(None, COLUMNS, "paper")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu"])
+def test_each_profiles_grid_is_accepted_and_plans_its_runs(profile: str) -> None:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from bertlab.stage import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("config", [f"profile={profile}"])
+    spec = OmegaConf.to_container(cfg.scaling, resolve=True)
+    columns = OmegaConf.to_container(cfg.ablations.columns, resolve=True)
+    check_grid(spec, columns, profile)
+    pretrain = [j for j in plan(spec) if j.stage == "pretrain"]
+    assert len(pretrain) == 1 + len(spec["pretrain_steps"])  # scratch and one encoder per budget
+    if profile != "smoke":  # the whole training set is one of the fine-tuning budgets
+        assert None in [b["examples"] for b in spec["finetune_budgets"]]
