@@ -162,7 +162,8 @@ def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) ->
     """Every line of the README's Experiments section, verbatim, on the smoke slice (its `params.yaml` profile)."""
     run(["dvc", "repro"], repo)
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base", "--allow-empty"],
+                   cwd=repo, check=True)
     wandb_runs = len(list((repo / "data/wandb/wandb").glob("offline-run-*")))
     sweep, finetune = readme_block("Experiments", 0)
     pipeline = {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
