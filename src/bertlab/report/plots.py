@@ -11,7 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
 from bertlab.report.cells import PPL, Entry  # noqa: E402
 from bertlab.report.collect import Results  # noqa: E402
@@ -42,10 +42,12 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     fig, (ax_ppl, ax_dev) = plt.subplots(1, 2, figsize=(12, 4.5))
     xs = [p for p, _, _ in points]
     ax_ppl.plot(xs, [c[PPL].mean for _, _, c in points], "o-", label="ours")
-    for i, (p, k, c) in enumerate(points):  # the shape trained (layers/hidden/heads), above and below in turn
-        s = results.pretrain[k]["shape"]
-        ax_ppl.annotate(f"{s['num_layers']}/{s['hidden_size']}/{s['num_heads']}", (p, c[PPL].mean), fontsize=7,
-                        xytext=(0, 8 if i % 2 == 0 else -12), textcoords="offset points", ha="center")
+    for p, k, c in points:  # the shape trained (layers/hidden/heads): above its point, below where one is above it
+        s, y = results.pretrain[k]["shape"], c[PPL].mean
+        above = y >= max(c2[PPL].mean for p2, _, c2 in points if p2 == p)
+        ax_ppl.annotate(f"{s['num_layers']}/{s['hidden_size']}/{s['num_heads']}", (p, y), fontsize=7,
+                        xytext=(0, 6 if above else -6), textcoords="offset points", ha="center",
+                        va="bottom" if above else "top")
     floors = [c[PPL].floor_value for _, _, c in points]
     if any(f is not None for f in floors):
         ax_ppl.plot(xs, [math.nan if f is None else f for f in floors], "s--", color="grey", lw=1,
@@ -63,7 +65,9 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     ax_dev.legend(fontsize=7)
     for ax in (ax_ppl, ax_dev):  # a log axis over one decade labels its minor ticks, and they collide
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax_ppl.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 100, 200, 500, 1000: not one label only
+    ax_ppl.yaxis.set_major_formatter(ScalarFormatter())
+    ax_ppl.yaxis.set_minor_formatter(NullFormatter())
     _save(fig, path)
     return True
 
