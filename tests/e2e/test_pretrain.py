@@ -202,7 +202,7 @@ def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
         capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "bf16" in done.stderr and "max_steps=2` reached" in done.stderr + done.stdout
+    assert "Using bfloat16 Automatic Mixed Precision" in done.stderr
     assert json.loads((prepared / "pretrain/gpu/metrics.json").read_text())["steps"] == 2
 
 
