@@ -163,6 +163,7 @@ def deviations_for(keys: list[str], known: DictConfig) -> dict[str, str]:
 def run(cfg: DictConfig) -> None:
     out = Path(cfg.data_dir) / "download"
     mirror = cfg.mirror
+    datasets.disable_progress_bars()  # two bars a split saved in well under a second: a log's longest part
     log.info("reading %s", f"the mirror {mirror}" if mirror else "the Hugging Face hub")
     with atomic_dir(out) as tmp:
         corpus = load_corpus(cfg.corpus.sources, mirror, tmp)

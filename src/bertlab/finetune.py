@@ -205,7 +205,7 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     encoder, causal, objective = load_encoder(encoder_dir(cfg), ft.dropout, tokenizer, tokenizer_file)
     data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)
-    log.info("%s on %s (%s, causal=%s): %d training examples (%d rows), eval %s", cfg.name, task.name, objective,
+    log.debug("%s on %s (%s, causal=%s): %d training examples (%d rows), eval %s", cfg.name, task.name, objective,
              causal, data.train_examples, len(data.train_rows), data.eval_examples)
     module = build_module(cfg, task, encoder, causal)
     module.evaluators = data.evaluators
@@ -248,8 +248,9 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
             write_json(tmp / "metrics.json", record)
             write_json(tmp / "items.json", items)
         remove_tree(work_dir, work_root)
-    log.info("%s: %s = %s (%s; floor %s) in %.1f s + %.1f s eval", cfg.name, task.metric, record["headline"], first,
-             floor, train_seconds, eval_seconds)
+    log.info("%s: %s = %s (%s; floor %s) after %d updates on %d training examples, in %.1f s + %.1f s eval",
+             cfg.name, task.metric, record["headline"], first, floor, trainer.global_step, data.train_examples,
+             train_seconds, eval_seconds)
     return Result(record, module, items)
 
 

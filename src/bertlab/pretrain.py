@@ -180,7 +180,7 @@ def run(cfg: DictConfig) -> bool:
     module = PretrainModule(model=vars(config), objective=OmegaConf.to_container(cfg.objective),
                             optim=OmegaConf.to_container(p), seed=cfg.seed)
     n_params = module.model.num_parameters()
-    log.info("%s: %s, %s parameters", cfg.name, config, n_params)
+    log.debug("%s: %s, %s parameters", cfg.name, config, n_params)  # also in its config.json and model card
     total = n_params["total"]  # fp32 bytes: a checkpoint (with Adam's moments) and its successor, the exports
     out_root = Path(cfg.out_dir)
     check_free_space(out_root, 8 * 4 * total + MIN_FREE_BYTES,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -46,7 +47,8 @@ def new_tokenizer(kind: str, lowercase: bool) -> tuple[Tokenizer, trainers.Train
         special_tokens=[("[CLS]", CLS_ID), ("[SEP]", SEP_ID)],
     )
     trainer = trainer_cls(
-        special_tokens=SPECIAL_TOKENS, continuing_subword_prefix=CONTINUATION_PREFIX, show_progress=True
+        special_tokens=SPECIAL_TOKENS, continuing_subword_prefix=CONTINUATION_PREFIX,
+        show_progress=sys.stderr.isatty(),  # in a terminal; in a log, blank lines
     )
     return tok, trainer
 
