@@ -159,7 +159,8 @@ def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int) -> pl.Tr
     return pl.Trainer(
         max_epochs=cfg.finetune.epochs, **trainer_devices(cfg.impl), gradient_clip_val=cfg.finetune.grad_clip,
         logger=loggers, log_every_n_steps=min(10, steps_per_epoch),
-        callbacks=[LearningRateMonitor("step"), progress_bar()], enable_checkpointing=False, enable_model_summary=False,
+        callbacks=[LearningRateMonitor("step"), progress_bar()], enable_checkpointing=False,
+        enable_model_summary=False,
         default_root_dir=work_dir, num_sanity_val_steps=0,
     )
 

@@ -52,7 +52,6 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
             logging.raiseExceptions = False  # a log file on a full disk: not thousands of lines of "Logging error"
             try:
                 stop_on_signals()
-                quiet_notices()
                 settings.check(cfg)
                 settings.check_appended(*composed_overrides(), Path(CONF_DIR))
                 if threads := OmegaConf.select(cfg, "impl.threads"):
@@ -95,6 +94,7 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
         @functools.wraps(app)
         def start() -> None:
             sys.argv[1:] = follow_params(sys.argv[1:])
+            quiet_notices()  # once a process, not once a job of a multirun
             app()
 
         return start
