@@ -21,6 +21,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -48,6 +49,7 @@ class Job:
     name: str
     overrides: tuple[str, ...]  # the grid's: after the command line's
     defaults: tuple[str, ...] = ()  # the sweep's defaults: before the command line's, which may override them
+    after: str | None = None  # the run whose outputs it reads (a cell's encoder)
 
 
 def whole(value: Any, lo: int) -> bool:
@@ -61,12 +63,19 @@ def check_grid(spec: dict[str, Any] | None, columns: dict[str, Any], profile: st
         raise UserError(f"scaling: the profile {profile!r} has no sweep (add conf/scaling/{profile}.yaml)")
     if not spec.get("pretrain_steps") or not all(whole(s, 1) for s in spec["pretrain_steps"]):
         raise UserError(f"scaling.pretrain_steps={spec.get('pretrain_steps')!r}: expected a list of steps >= 1")
-    for b in spec.get("finetune_budgets") or [None]:
+    own = spec.get("task_budgets") or {}
+    for task, listed in own.items():
+        if task not in columns or not isinstance(listed, list) or not listed:
+            raise UserError(f"scaling.task_budgets.{task}={listed!r}: expected a task of ablations.columns and a "
+                            "list of budgets")
+    for b in [*(spec.get("finetune_budgets") or [None]), *(b for listed in own.values() for b in listed)]:
         if not (isinstance(b, dict) and set(b) <= {"examples", "lr"} and "examples" in b
                 and (b["examples"] is None or whole(b["examples"], 1))
                 and (b.get("lr") is None or (isinstance(b["lr"], float | int) and b["lr"] > 0))):
             raise UserError(f"scaling.finetune_budgets: {b!r}: expected {{examples: a count or null (all), "
                             "lr: a positive rate (optional)}")
+    if not whole(spec.get("workers"), 1):
+        raise UserError(f"scaling.workers={spec.get('workers')!r}: expected runs at once, an integer >= 1")
     if not spec.get("seeds") or not all(whole(s, 0) for s in spec["seeds"]):
         raise UserError(f"scaling.seeds={spec.get('seeds')!r}: expected a list of integers")
     for i, claim in enumerate(spec.get("claims") or []):
@@ -81,26 +90,40 @@ def check_grid(spec: dict[str, Any] | None, columns: dict[str, Any], profile: st
     return spec
 
 
-def plan(spec: dict[str, Any], without: set[str] = frozenset()) -> list[Job]:
-    """Every run of the sweep, pretraining first: `scratch` and one encoder per budget; then each claim side's cells
-    at every budget pair and seed (a cell two claims share runs once), but for the tasks `without` data."""
-    recipe = tuple(spec["encoder"])
-    jobs = [Job("pretrain", report.SCRATCH, (f"name={report.SCRATCH}", "pretrain.max_steps=0"), recipe)]
-    for steps in spec["pretrain_steps"]:
-        name = report.encoder_name(report.PRETRAINED, steps)
-        jobs.append(Job("pretrain", name, (f"name={name}", f"pretrain.max_steps={steps}"), recipe))
-    cells: dict[str, Job] = {}
-    for claim in (c for c in spec["claims"] if c["task"] not in without):
-        for (encoder, mode), steps, budget, seed in product(
-                (claim["a"], claim["b"]), spec["pretrain_steps"], spec["finetune_budgets"], spec["seeds"]):
-            run = report.encoder_name(encoder, steps)
+def cells(spec: dict[str, Any], claims: list[dict[str, Any]], steps: int, encoder: str) -> list[Job]:
+    """The fine-tuning runs of `claims`' sides on `encoder` (pretrained at `steps`, or scratch): every mode, every
+    fine-tuning budget of the task, every seed; each runs after its encoder."""
+    run = report.encoder_name(encoder, steps)
+    jobs = []
+    for claim in claims:
+        modes = [mode for side, mode in (claim["a"], claim["b"]) if side == encoder]
+        for mode, budget, seed in product(modes, report.budgets(spec, claim["task"]), spec["seeds"]):
             name = report.cell_name(claim["task"], run, mode, budget["examples"], seed)
             examples = "null" if budget["examples"] is None else budget["examples"]
             lr = [f"finetune.lr={budget['lr']}"] if budget.get("lr") is not None else []
-            cells[name] = Job("finetune", name, (
+            jobs.append(Job("finetune", name, (
                 f"name={name}", f"finetune.encoder={run}", f"task={claim['task']}", f"seed={seed}",
-                f"finetune.max_train_examples={examples}", *lr, *spec["modes"][mode]))
-    return jobs + list(cells.values())
+                f"finetune.max_train_examples={examples}", *lr, *spec["modes"][mode]), after=run))
+    return jobs
+
+
+def plan(spec: dict[str, Any], without: set[str] = frozenset()) -> list[Job]:
+    """Every run of the sweep, smallest pretraining budget first: `scratch` and the first encoder, then each next
+    encoder before the previous one's cells (so a second worker fine-tunes while an encoder pretrains); a cell two
+    claims share runs once; no cell of the tasks `without` data."""
+    claims = [c for c in spec["claims"] if c["task"] not in without]
+    steps = spec["pretrain_steps"]
+
+    def pretrain(name: str, max_steps: int) -> Job:
+        return Job("pretrain", name, (f"name={name}", f"pretrain.max_steps={max_steps}"), tuple(spec["encoder"]))
+
+    jobs = [pretrain(report.SCRATCH, 0), pretrain(report.encoder_name(report.PRETRAINED, steps[0]), steps[0]),
+            *cells(spec, claims, steps[0], report.SCRATCH)]
+    for before, now in zip(steps, steps[1:]):
+        jobs += [pretrain(report.encoder_name(report.PRETRAINED, now), now),
+                 *cells(spec, claims, before, report.PRETRAINED)]
+    jobs += cells(spec, claims, steps[-1], report.PRETRAINED)
+    return list({job.name: job for job in jobs}.values())
 
 
 def link_inputs(data_dir: Path, work_dir: Path) -> None:
@@ -123,21 +146,49 @@ def forwarded(overrides: list[str]) -> list[str]:
             if not o.lstrip("+~").startswith(("scaling.", "scaling=", "data_dir=", "out_dir=", "hydra."))]
 
 
-def run_all(jobs: list[Job], common: list[str], work_dir: Path) -> None:
-    """Each job as its own process, in order; the first to fail stops the sweep with one line (its own above)."""
-    for i, job in enumerate(jobs, 1):
-        log.info("[%d/%d] %s %s", i, len(jobs), job.stage, job.name)
-        overrides = [*job.defaults, *common, f"data_dir={work_dir}", f"out_dir={work_dir}", *job.overrides]
-        proc = subprocess.Popen([sys.executable, "-m", f"bertlab.{job.stage}", *overrides])
-        try:
-            code = proc.wait()
-        finally:  # a stop signal here stops the run too, which keeps its checkpoint
+def start(job: Job, common: list[str], work_dir: Path, log_file: Path | None) -> subprocess.Popen:
+    """`python -m bertlab.<stage>` for `job`, its output to `log_file` (None: this terminal)."""
+    overrides = [*job.defaults, *common, f"data_dir={work_dir}", f"out_dir={work_dir}", *job.overrides]
+    out = None if log_file is None else log_file.open("w")
+    try:
+        return subprocess.Popen([sys.executable, "-m", f"bertlab.{job.stage}", *overrides], stdout=out,
+                                stderr=None if out is None else subprocess.STDOUT)
+    finally:
+        if out is not None:
+            out.close()  # the child holds its own copy
+
+
+def run_all(jobs: list[Job], common: list[str], work_dir: Path, workers: int) -> None:
+    """The jobs as processes, `workers` at once (each with its share of the cores, and its output in
+    `work_dir/logs/<name>.log` when more than one), each in order once its `after` run is done; the first to fail
+    stops the sweep with one line."""
+    logs = work_dir / "logs"
+    if workers > 1:
+        logs.mkdir(exist_ok=True)
+        common = [f"impl.threads={max(1, (os.cpu_count() or 1) // workers)}", *common]  # the command line's win
+    pending, running, finished = list(jobs), {}, set()
+    try:
+        while pending or running:
+            for job in [j for j in pending if j.after is None or j.after in finished][:workers - len(running)]:
+                pending.remove(job)
+                log.info("[%d/%d] %s %s", len(jobs) - len(pending), len(jobs), job.stage, job.name)
+                log_file = logs / f"{job.stage}-{job.name}.log" if workers > 1 else None
+                running[start(job, common, work_dir, log_file)] = (job, log_file)
+            time.sleep(0.5)
+            for proc, (job, log_file) in list(running.items()):
+                if (code := proc.poll()) is None:
+                    continue
+                del running[proc]
+                if code != 0:
+                    where = f" (its log: {log_file})" if log_file else " (its error above)"
+                    raise UserError(f"{job.stage} run {job.name} stopped with exit status {code}{where}; the "
+                                    "finished runs are kept: rerun the same command to go on")
+                finished.add(job.name)
+    finally:  # a failure or a stop signal stops the runs in flight too, which keep their checkpoints
+        for proc in running:
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait()
-        if code != 0:
-            raise UserError(f"{job.stage} run {job.name} stopped with exit status {code} (its error above); the "
-                            "finished runs are kept: rerun the same command to go on")
 
 
 @stage.main(own_output=True)  # into scaling.work_dir and scaling.report_dir, checked here
@@ -154,7 +205,7 @@ def run(cfg: DictConfig) -> None:
     for task, why in without.items():
         log.info("%s: no data (%s): its cells are not measured", task, why)
     jobs = plan(spec, set(without))
-    run_all(jobs, forwarded(overrides), work_dir)
+    run_all(jobs, forwarded(overrides), work_dir, spec["workers"])
     found = report.rows(spec, work_dir, columns, OmegaConf.to_container(cfg.ablations.bootstrap, resolve=True))
     report.write(report_dir, spec, found, cfg.profile_name, git_commit())
     measured = sum(r.contrast.verdict != NOT_MEASURED for r in found)

@@ -36,6 +36,7 @@ def test_the_sweep_writes_one_row_per_claim_and_budget_pair(sweep: tuple[Path, P
     assert tuple(rows[0]) == FIELDS and len(rows) == 3 * 2 * 2  # claims x pretraining x fine-tuning budgets
     assert {(r["claim"], r["pretrain_steps"], r["examples"]) for r in rows} == {
         (c, s, e) for c in CLAIMS for s in ("2", "4") for e in ("32", "64")}
+    assert "held-out perplexity" in (work / "logs" / "pretrain-bert-4.log").read_text()  # two workers: logs there
     for r in rows:  # smoke: batches of 16 x 64 tokens (TINY: 8 x 64)
         assert int(r["tokens"]) == int(r["pretrain_steps"]) * 8 * 64
         assert float(r["heldout_ppl"]) > 0 and float(r["heldout_unigram_ppl"]) > 0
@@ -65,12 +66,13 @@ def test_the_report_has_a_figure_per_claim_and_a_table(sweep: tuple[Path, Path, 
 
 def test_a_rerun_trains_nothing(sweep: tuple[Path, Path, str], prepared: Path, mirror: Path,
                                 tmp_path: Path) -> None:
-    """One budget of each axis again (4 runs, to keep it short): every run finds itself finished."""
+    """One budget of each axis again (4 runs, to keep it short), one at a time (their output here): every run finds
+    itself finished."""
     work, _, _ = sweep
     outputs = {p: p.stat().st_mtime_ns for p in work.glob("*/*/metrics.json")}
     assert len(outputs) == 3 + 6  # the pretraining runs and the SST-2 cells (bert-2, bert-4, scratch x 2 budgets)
     done = stage("scaling", prepared, f"scaling.report_dir={tmp_path}", "scaling.pretrain_steps=[4]",
-                 "scaling.finetune_budgets=[{examples: 64}]", mirror=mirror, timeout=1800)
+                 "scaling.finetune_budgets=[{examples: 64}]", "scaling.workers=1", mirror=mirror, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert {p: p.stat().st_mtime_ns for p in work.glob("*/*/metrics.json")} == outputs
     assert (done.stdout + done.stderr).count("nothing to do") == 4  # scratch, bert-4, their SST-2 cells at 64

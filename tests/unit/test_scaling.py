@@ -4,6 +4,8 @@ its settings checked at the door."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 
 from bertlab.errors import UserError
 from bertlab.report import scaling as report
+from bertlab import scaling
 from bertlab.scaling import check_grid, forwarded, plan
 from tests.report_data import items
 
@@ -18,7 +21,7 @@ COLUMNS = {"sst2": {"split": "validation", "metric": "accuracy"}, "conll2003": {
 MODES = {"finetune": [], "embeddings": ["finetune.mode=feature_based", "finetune.features=embeddings"],
          "concat_last_four": ["finetune.mode=feature_based", "finetune.features=concat_last_four"]}
 SPEC: dict[str, Any] = {
-    "encoder": ["objective=mlm_nsp"], "modes": MODES, "pretrain_steps": [2, 4], "seeds": [1, 2],
+    "encoder": ["objective=mlm_nsp"], "modes": MODES, "pretrain_steps": [2, 4], "seeds": [1, 2], "workers": 1,
     "finetune_budgets": [{"examples": 32}, {"examples": None, "lr": 1e-4}],
     "claims": [{"id": "pretraining_sst2", "text": "Pretraining helps: SST-2", "task": "sst2", "a": ["bert", "finetune"],
                 "b": ["scratch", "finetune"]},
@@ -45,6 +48,41 @@ def test_the_plan_pretrains_each_budget_and_runs_each_cell_once() -> None:
         "name=conll2003-bert-4-concat_last_four-all-2", "finetune.encoder=bert-4", "task=conll2003", "seed=2",
         "finetune.max_train_examples=null", "finetune.lr=0.0001", *MODES["concat_last_four"])
     assert not [j for j in plan(SPEC, {"conll2003"}) if "conll2003" in j.name]
+
+
+def test_each_encoder_pretrains_before_the_previous_ones_cells_and_a_task_may_have_its_own_budgets() -> None:
+    jobs = plan({**SPEC, "task_budgets": {"conll2003": [{"examples": 8}]}})
+    order = [j.name for j in jobs]
+    assert order[:2] == ["scratch", "bert-2"] and jobs[2].after == "scratch"
+    assert order.index("bert-4") < min(order.index(j.name) for j in jobs if j.after == "bert-2")
+    assert all(order.index(j.after) < order.index(j.name) for j in jobs if j.after)
+    conll = {j.name for j in jobs if j.name.startswith("conll2003")}
+    assert len(conll) == 2 * 2 * 1 * 2 and "conll2003-bert-4-embeddings-8-1" in conll
+    assert len([j for j in jobs if j.name.startswith("sst2")]) == 3 * 2 * 2
+
+
+def test_the_runs_go_workers_at_once_each_after_its_encoder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Each run is a process: here `sleep`, which records when it starts and ends; two workers overlap runs, never a
+    cell with its encoder, and the first failure stops the sweep naming the run's log."""
+    procs: dict[str, subprocess.Popen] = {}
+
+    def fake(job: scaling.Job, common: list[str], work_dir: Path, log_file: Path | None) -> subprocess.Popen:
+        assert common[:1] == ["impl.threads=1"] and log_file == work_dir / "logs" / f"{job.stage}-{job.name}.log"
+        if job.after:  # its encoder has ended by now, the other run not
+            assert procs[job.after].poll() == 0 and procs["b"].poll() is None
+        code = 3 if job.name == "broken" else 0
+        pause = 2.0 if job.name == "b" else 0.3
+        procs[job.name] = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({pause}); exit({code})"])
+        return procs[job.name]
+
+    monkeypatch.setattr(scaling, "start", fake)
+    monkeypatch.setattr(scaling.os, "cpu_count", lambda: 3)
+    jobs = [scaling.Job("pretrain", "a", ()), scaling.Job("finetune", "a-cell", (), after="a"),
+            scaling.Job("pretrain", "b", ())]
+    scaling.run_all(jobs, [], tmp_path, workers=3)
+    assert list(procs) == ["a", "b", "a-cell"] and all(p.poll() == 0 for p in procs.values())
+    with pytest.raises(UserError, match=r"^finetune run broken stopped with exit status 3 \(its log: .*broken.log\)"):
+        scaling.run_all([scaling.Job("finetune", "broken", ())], [], tmp_path, workers=3)
 
 
 def test_only_the_sweeps_own_settings_and_data_dir_stay_behind() -> None:
@@ -125,6 +163,9 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     ("pretrain_steps", [0, 2], "scaling.pretrain_steps=[0, 2]: expected a list of steps >= 1"),
     ("finetune_budgets", [{"examples": -1}], "scaling.finetune_budgets: {'examples': -1}: expected"),
     ("seeds", [], "scaling.seeds=[]: expected a list of integers"),
+    ("workers", 0, "scaling.workers=0: expected runs at once"),
+    ("task_budgets", {"sst2": [{"examples": 0}]}, "scaling.finetune_budgets: {'examples': 0}: expected"),
+    ("task_budgets", {"mnli": [{"examples": 8}]}, "scaling.task_budgets.mnli=[{'examples': 8}]: expected a task"),
     ("claims", [{"task": "sst2", "a": ["bert", "probe"], "b": ["scratch", "finetune"]}],
      "scaling.claims[0].a=['bert', 'probe']: expected [encoder, mode]"),
     ("claims", [{"task": "mnli", "a": ["bert", "finetune"], "b": ["scratch", "finetune"]}],

@@ -39,6 +39,11 @@ def budget_label(examples: int | None) -> str:
     return "all" if examples is None else str(examples)
 
 
+def budgets(spec: dict[str, Any], task: str) -> list[dict[str, Any]]:
+    """`task`'s fine-tuning budgets: its own under `task_budgets`, else the sweep's `finetune_budgets`."""
+    return (spec.get("task_budgets") or {}).get(task) or spec["finetune_budgets"]
+
+
 def cell_name(task: str, encoder: str, mode: str, examples: int | None, seed: int) -> str:
     """The sweep's fine-tuning run `<task>-<encoder run>-<mode>-<examples>-<seed>`."""
     return f"{task}-{encoder}-{mode}-{budget_label(examples)}-{seed}"
@@ -92,7 +97,7 @@ def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstra
         for steps in spec["pretrain_steps"]:
             pretrained = work_dir / "pretrain" / encoder_name(PRETRAINED, steps) / "metrics.json"
             pretrain = read_json(pretrained) if pretrained.exists() else {}
-            for budget in spec["finetune_budgets"]:
+            for budget in budgets(spec, task):
                 sides = []
                 for encoder, mode in (claim["a"], claim["b"]):
                     name = encoder_name(encoder, steps)
@@ -141,12 +146,14 @@ def _verdict(row: Row) -> str:
 
 def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str) -> str:
     """scaling.md: per claim, its figure and a table of A - B [95% interval] verdict by budget."""
-    budgets = spec["finetune_budgets"]
+    own = spec.get("task_budgets") or {}
+    shared = ", ".join(map(_budget_header, spec["finetune_budgets"]))
     lines = [
         "# How much compute each claim needs: pretraining tokens x fine-tuning updates", "",
         f"Profile `{profile}`, commit `{commit}`: `python -m bertlab.scaling` (conf/scaling/{profile}.yaml). "
         f"Pretraining budgets {', '.join(f'{s:,}' for s in spec['pretrain_steps'])} steps (each its own run, its "
-        f"schedule ending at its budget); fine-tuning budgets {', '.join(_budget_header(b) for b in budgets)}; "
+        f"schedule ending at its budget); fine-tuning budgets {shared}"
+        + "".join(f" ({t}: {', '.join(map(_budget_header, b))})" for t, b in own.items()) + "; "
         f"seeds {', '.join(map(str, spec['seeds']))}. Each cell: A − B on the dev set (points), its 95% paired-"
         "bootstrap interval over dev items and seeds, and the verdict on the paper's direction. Held-out ppl / "
         "unigram: the pretrained encoder's held-out perplexity over the unigram floor of the same positions.", "",
@@ -161,16 +168,17 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str) 
             at = [r for r in mine if r.steps == steps]
             ratio = at[0].floor_ratio
             grid.append([_pretraining(at[0]), "—" if ratio is None else f"{ratio:.3f}", *map(_verdict, at)])
-        lines += [*table(["pretraining", "held-out ppl / unigram", *map(_budget_header, budgets)], grid), ""]
+        header = ["pretraining", "held-out ppl / unigram", *map(_budget_header, budgets(spec, claim["task"]))]
+        lines += [*table(header, grid), ""]
     return "\n".join(lines)
 
 
-def figure(path: Path, claim: dict[str, Any], mine: list[Row], budgets: list[dict[str, Any]]) -> None:
+def figure(path: Path, claim: dict[str, Any], mine: list[Row], own: list[dict[str, Any]]) -> None:
     """A claim's A - B with its interval against pretraining tokens, one line per fine-tuning budget, and the
     encoders' held-out perplexity over the unigram floor beside it."""
     pretrained = [r for r in mine if r.tokens]
     lines = {_budget_header(b): [(r.tokens, r.contrast.estimate, r.contrast.low, r.contrast.high)
-                                 for r in pretrained if r.budget == b] for b in budgets}
+                                 for r in pretrained if r.budget == b] for b in own}
     ratios = sorted({(r.tokens, r.floor_ratio) for r in pretrained if r.floor_ratio is not None})
     plot_budgets(path, claim["text"], f"A − B ({mine[0].metric})", lines, ratios)
 
@@ -186,7 +194,7 @@ def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str
         (staged / "scaling.md").write_text(markdown(spec, found, profile, commit) + "\n")
         for claim in spec["claims"]:
             mine = [r for r in found if r.claim["id"] == claim["id"]]
-            figure(staged / f"{claim['id']}.png", claim, mine, spec["finetune_budgets"])
+            figure(staged / f"{claim['id']}.png", claim, mine, budgets(spec, claim["task"]))
         for name in ("scaling.csv", "scaling.md", *(f"{c['id']}.png" for c in spec["claims"])):
             target = report_dir / ("scaling" if name.endswith(".png") else "") / name
             (staged / name).replace(target)
