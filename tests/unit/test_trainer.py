@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 from omegaconf import OmegaConf
 
 from bertlab.errors import UserError
-from bertlab.training.trainer import num_nodes, split_batch
+from bertlab.training.trainer import num_nodes, progress_bar, split_batch
 
 
 @pytest.mark.parametrize(("global_batch", "world_size", "max_device_batch", "split"), [
@@ -48,3 +51,24 @@ def test_num_nodes_reads_the_launcher_lightning_detects(monkeypatch: pytest.Monk
     for var, value in env.items():
         monkeypatch.setenv(var, value)
     assert num_nodes(OmegaConf.create({"num_nodes": setting})) == nodes
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_the_progress_is_a_bar_in_a_terminal_and_a_timed_log_line_elsewhere(
+        terminal: bool, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    from lightning.pytorch import Trainer
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    bar = progress_bar(log_every_s=0.0)  # a line every step where it logs
+    bar.terminal = terminal
+    trainer = Trainer(max_steps=5, callbacks=[bar], logger=False, enable_checkpointing=False,
+                      enable_model_summary=False, limit_val_batches=0, accelerator="cpu")
+    with caplog.at_level(logging.INFO, logger="bertlab.training.trainer"):
+        trainer.fit(BoringModel())
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    out = capsys.readouterr().out  # where Lightning's bar writes
+    if terminal:
+        assert not lines and "steps: 100%" in out and "5/5" in out
+    else:
+        assert [line.split(" (")[0] for line in lines] == [f"step {i}/5" for i in range(1, 6)]
+        assert re.fullmatch(r"step 5/5 \(0:00:00 left\)(: .*)?", lines[-1]) and "steps:" not in out

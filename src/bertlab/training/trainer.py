@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import time
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -73,28 +76,40 @@ def on_cuda(trainer: Any) -> bool:
     return trainer.strategy.root_device.type == "cuda"
 
 
-def progress_bar() -> Any:
+def progress_bar(log_every_s: float = 60.0) -> Any:
     """One tqdm bar for the whole run, in optimizer steps with its ETA (Lightning's counts the batches of each epoch,
-    and pretraining's epochs are checkpoint intervals); tqdm, unlike the rich bar, also reports progress when output
-    is a log, not a terminal."""
+    and pretraining's epochs are checkpoint intervals). Where output is not a terminal (a log file, CI, `dvc repro
+    > log`), no bar, whose redraws pile up in a file: a log line of steps, metrics and ETA every `log_every_s`."""
     from lightning.pytorch.callbacks import TQDMProgressBar
     from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
 
     class RunProgressBar(TQDMProgressBar):
+        terminal = sys.stdout.isatty()  # where Lightning's bar writes
+
+        def init_train_tqdm(self) -> Any:
+            return super().init_train_tqdm() if self.terminal else Tqdm(disable=True)
+
         def on_train_start(self, trainer: Any, module: Any) -> None:
             super().on_train_start(trainer, module)
             self.train_progress_bar.reset(total=trainer.estimated_stepping_batches)
             self.train_progress_bar.set_description("steps")
             self.train_progress_bar.update(trainer.global_step)  # a resumed run starts where it stopped
+            self.started, self.first_step, self.logged = time.monotonic(), trainer.global_step, time.monotonic()
 
         def on_train_epoch_start(self, trainer: Any, *_: Any) -> None:
             pass  # one bar for all epochs
 
         def on_train_batch_end(self, trainer: Any, module: Any, *_: Any) -> None:
-            bar, step = self.train_progress_bar, trainer.global_step
-            if step - bar.n >= self.refresh_rate or step == bar.total:
+            bar, step, now = self.train_progress_bar, trainer.global_step, time.monotonic()
+            if self.terminal and (step - bar.n >= self.refresh_rate or step == bar.total):
                 bar.update(step - bar.n)
                 bar.set_postfix(self.get_metrics(trainer, module))
+            elif not self.terminal and now - self.logged >= log_every_s and step > self.first_step:
+                self.logged, total = now, trainer.estimated_stepping_batches
+                eta = (now - self.started) / (step - self.first_step) * (total - step)
+                metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.get_metrics(trainer, module).items())
+                log.info("step %d/%d (%s left)%s", step, total, timedelta(seconds=round(eta)),
+                         f": {metrics}" if metrics else "")
 
         def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
             pass
