@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -173,9 +174,9 @@ def run_all(jobs: list[Job], common: list[str], work_dir: Path, workers: int) ->
                 pending.remove(job)
                 log.info("[%d/%d] %s %s", len(jobs) - len(pending), len(jobs), job.stage, job.name)
                 log_file = logs / f"{job.stage}-{job.name}.log" if workers > 1 else None
-                running[start(job, common, work_dir, log_file)] = (job, log_file)
+                running[start(job, common, work_dir, log_file)] = (job, log_file, time.monotonic())
             time.sleep(0.5)
-            for proc, (job, log_file) in list(running.items()):
+            for proc, (job, log_file, began) in list(running.items()):
                 if (code := proc.poll()) is None:
                     continue
                 del running[proc]
@@ -184,6 +185,7 @@ def run_all(jobs: list[Job], common: list[str], work_dir: Path, workers: int) ->
                     raise UserError(f"{job.stage} run {job.name} stopped with exit status {code}{where}; the "
                                     "finished runs are kept: rerun the same command to go on")
                 finished.add(job.name)
+                log.info("done: %s %s (%s)", job.stage, job.name, timedelta(seconds=round(time.monotonic() - began)))
     finally:  # a failure or a stop signal stops the runs in flight too, which keep their checkpoints
         for proc in running:
             if proc.poll() is None:

@@ -4,6 +4,7 @@ its settings checked at the door."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,7 +62,8 @@ def test_each_encoder_pretrains_before_the_previous_ones_cells_and_a_task_may_ha
     assert len([j for j in jobs if j.name.startswith("sst2")]) == 3 * 2 * 2
 
 
-def test_the_runs_go_workers_at_once_each_after_its_encoder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_runs_go_workers_at_once_each_after_its_encoder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
     """Each run is a process: here `sleep`, which records when it starts and ends; two workers overlap runs, never a
     cell with its encoder, and the first failure stops the sweep naming the run's log."""
     procs: dict[str, subprocess.Popen] = {}
@@ -79,8 +81,11 @@ def test_the_runs_go_workers_at_once_each_after_its_encoder(monkeypatch: pytest.
     monkeypatch.setattr(scaling.os, "cpu_count", lambda: 3)
     jobs = [scaling.Job("pretrain", "a", ()), scaling.Job("finetune", "a-cell", (), after="a"),
             scaling.Job("pretrain", "b", ())]
-    scaling.run_all(jobs, [], tmp_path, workers=3)
+    with caplog.at_level("INFO", logger="bertlab.scaling"):
+        scaling.run_all(jobs, [], tmp_path, workers=3)
     assert list(procs) == ["a", "b", "a-cell"] and all(p.poll() == 0 for p in procs.values())
+    done = [m.split(" (")[0] for m in caplog.messages if re.fullmatch(r"done: .* \(\d+:\d\d:\d\d\)", m)]
+    assert done == ["done: pretrain a", "done: finetune a-cell", "done: pretrain b"]
     with pytest.raises(UserError, match=r"^finetune run broken stopped with exit status 3 \(its log: .*broken.log\)"):
         scaling.run_all([scaling.Job("finetune", "broken", ())], [], tmp_path, workers=3)
 
