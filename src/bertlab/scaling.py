@@ -75,6 +75,8 @@ def check_grid(spec: dict[str, Any] | None, columns: dict[str, Any], profile: st
                 and (b.get("lr") is None or (isinstance(b["lr"], float | int) and b["lr"] > 0))):
             raise UserError(f"scaling.finetune_budgets: {b!r}: expected {{examples: a count or null (all), "
                             "lr: a positive rate (optional)}")
+    if not isinstance(spec.get("report_only"), bool):
+        raise UserError(f"scaling.report_only={spec.get('report_only')!r}: expected true or false")
     if not whole(spec.get("workers"), 1):
         raise UserError(f"scaling.workers={spec.get('workers')!r}: expected runs at once, an integer >= 1")
     if not spec.get("seeds") or not all(whole(s, 0) for s in spec["seeds"]):
@@ -207,7 +209,10 @@ def run(cfg: DictConfig) -> None:
     for task, why in without.items():
         log.info("%s: no data (%s): its cells are not measured", task, why)
     jobs = plan(spec, set(without))
-    run_all(jobs, forwarded(overrides), work_dir, spec["workers"])
+    if spec["report_only"]:
+        log.info("scaling.report_only: the report of the runs finished so far, %d planned runs not started", len(jobs))
+    else:
+        run_all(jobs, forwarded(overrides), work_dir, spec["workers"])
     found = report.rows(spec, work_dir, columns, OmegaConf.to_container(cfg.ablations.bootstrap, resolve=True))
     report.write(report_dir, spec, found, cfg.profile_name, git_commit())
     measured = sum(r.contrast.verdict != NOT_MEASURED for r in found)

@@ -78,3 +78,18 @@ def test_a_rerun_trains_nothing(sweep: tuple[Path, Path, str], prepared: Path, m
     assert (done.stdout + done.stderr).count("nothing to do") == 4  # scratch, bert-4, their SST-2 cells at 64
     assert [(r["claim"], r["pretrain_steps"], r["examples"]) for r in read_rows(tmp_path)] == [
         (c, "4", "64") for c in CLAIMS]
+
+
+def test_report_only_reports_the_finished_runs_and_starts_none(sweep: tuple[Path, Path, str], prepared: Path,
+                                                                mirror: Path, tmp_path: Path) -> None:
+    """A budget never run (8 steps) beside one run: its rows are "not measured", the run's as the sweep found them."""
+    work, reports, _ = sweep
+    before = sorted(p.name for p in work.glob("*/*") if p.is_dir())
+    done = stage("scaling", prepared, f"scaling.report_dir={tmp_path}", "scaling.pretrain_steps=[4,8]",
+                 "scaling.report_only=true", mirror=mirror, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in work.glob("*/*") if p.is_dir()) == before
+    rows = read_rows(tmp_path)
+    assert {r["verdict"] for r in rows if r["pretrain_steps"] == "8"} == {"not measured"}
+    ran = {(r["claim"], r["examples"]): r for r in read_rows(reports) if r["pretrain_steps"] == "4"}
+    assert {(r["claim"], r["examples"]): r for r in rows if r["pretrain_steps"] == "4"} == ran

@@ -22,7 +22,7 @@ COLUMNS = {"sst2": {"split": "validation", "metric": "accuracy"}, "conll2003": {
 MODES = {"finetune": [], "embeddings": ["finetune.mode=feature_based", "finetune.features=embeddings"],
          "concat_last_four": ["finetune.mode=feature_based", "finetune.features=concat_last_four"]}
 SPEC: dict[str, Any] = {
-    "encoder": ["objective=mlm_nsp"], "modes": MODES, "pretrain_steps": [2, 4], "seeds": [1, 2], "workers": 1,
+    "encoder": ["objective=mlm_nsp"], "modes": MODES, "pretrain_steps": [2, 4], "seeds": [1, 2], "workers": 1, "report_only": False,
     "finetune_budgets": [{"examples": 32}, {"examples": None, "lr": 1e-4}],
     "claims": [{"id": "pretraining_sst2", "text": "Pretraining helps: SST-2", "task": "sst2", "a": ["bert", "finetune"],
                 "b": ["scratch", "finetune"]},
@@ -169,6 +169,7 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     ("finetune_budgets", [{"examples": -1}], "scaling.finetune_budgets: {'examples': -1}: expected"),
     ("seeds", [], "scaling.seeds=[]: expected a list of integers"),
     ("workers", 0, "scaling.workers=0: expected runs at once"),
+    ("report_only", "yes", "scaling.report_only='yes': expected true or false"),
     ("task_budgets", {"sst2": [{"examples": 0}]}, "scaling.finetune_budgets: {'examples': 0}: expected"),
     ("task_budgets", {"mnli": [{"examples": 8}]}, "scaling.task_budgets.mnli=[{'examples': 8}]: expected a task"),
     ("claims", [{"task": "sst2", "a": ["bert", "probe"], "b": ["scratch", "finetune"]}],
