@@ -107,7 +107,7 @@ NOTICES = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning's u
            r"Experiment logs directory .* Previous log files")  # a resumed run: RunRecord keeps its whole curve
 LOG_NOTICES = ("💡 Tip:",  # Lightning's advertisement of its cloud logger
                "GPU available: False", "TPU available", "HPU available",  # no accelerator: nothing to say
-               "`Trainer.fit` stopped: `max_steps", "Loading `train_dataloader` to estimate")  # as asked
+               "`Trainer.fit` stopped: `max_", "Loading `train_dataloader` to estimate")  # as asked
 
 
 def quiet_notices() -> None:

@@ -105,6 +105,14 @@ def test_the_configs_stage_imports_a_light_report_module() -> None:
     assert out.strip() == "[]"
 
 
+def assert_quiet(done: subprocess.CompletedProcess) -> None:
+    """A training stage's output in a log: no third-party notice a process would repeat, no progress bar redraws
+    (a short run logs no progress line either), its own one result line."""
+    out = done.stdout + done.stderr
+    assert not [n for n in ("`Trainer.fit` stopped", "Tip:", "GPU available", "LeafSpec", "steps:") if n in out], out
+    assert len(out.splitlines()) <= 4, out
+
+
 def test_runs_by_hand_write_under_out_dir_and_never_over_the_pipelines(prepared: Path, tmp_path: Path) -> None:
     """A pretraining run by hand (the README's sweep) writes `<data_dir>/hand/`, at params.yaml's profile (in the
     working directory), and leaves every pipeline output as it was; a fine-tune by hand finds that encoder there."""
@@ -119,6 +127,7 @@ def test_runs_by_hand_write_under_out_dir_and_never_over_the_pipelines(prepared:
                           capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "profile=smoke (params.yaml's" in done.stderr
+    assert_quiet(done)
     record = json.loads((prepared / "hand/pretrain/byhand/metrics.json").read_text())
     assert record["steps"] == 4 and (prepared / "hand/timing/pretrain/byhand.json").exists()
     assert files() == before and not (prepared / "pretrain" / "byhand").exists()
@@ -132,6 +141,7 @@ def test_a_finetune_by_hand_reads_the_pipelines_encoder_and_writes_under_out_dir
          "task=sst2", "name=byhand", "finetune.encoder=tiny", "finetune.max_train_examples=32"],
         capture_output=True, text=True, env=ENV, cwd=finetune_data, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert_quiet(done)
     record = json.loads((finetune_data / "hand/finetune/byhand/metrics.json").read_text())
     assert record["status"] == "ok" and record["encoder"] == "tiny" and record["train_examples"] == 32
     assert not (finetune_data / "finetune" / "byhand").exists()
