@@ -1,17 +1,20 @@
 """A stage run's walk through the code: the bertlab modules it enters, in order, to a call depth.
 
-    python benchmarks/walk.py [--depth 2] bertlab.finetune -cd data/configs/finetune -cn sst2-bert-finetune-1
+    python benchmarks/walk.py [--depth 3] bertlab.finetune -cd data/configs/finetune -cn sst2-bert-finetune-1
 
-runs the stage in this process under a profiler hook and records each call into a bertlab function made at bertlab
-call depth <= `--depth` (counting bertlab frames only: library frames in between, such as Hydra's or Lightning's,
-and module bodies run by an import do not count). Consecutive calls into the same module are one stop; a room is a module; a return is a stop in a room
-visited before (returns = stops - rooms). Prints the walk and the three counts (issue 26's measure: a reader
-following the recipe leaves and re-enters a module once per return).
+runs the stage in this process under a profiler hook and records where the run enters a bertlab module: a call from
+another module (coming back to the caller is not entering it), of a function not met before (a reader reads each
+function once, however often the run calls it: each training step), at room depth <= `--depth`. Room depth counts
+the modules on the way, bertlab frames only (library frames between, such as Hydra's or Lightning's, do not count,
+nor does what importing the modules runs): the stage's toolkit `stage` is depth 1, the stage's recipe 2, what the
+recipe calls 3. A stop is such an entry (consecutive entries into one module are one), a room a module, a return a
+stop in a room entered before (returns = stops - rooms). Prints the walk and the three counts (issue 26's measure).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import runpy
 import sys
 import threading
@@ -21,28 +24,34 @@ from typing import Any
 
 
 def walk(module: str, argv: list[str], depth: int) -> list[str]:
-    """The stops (module names, consecutive repeats collapsed) of `python -m module *argv`."""
+    """The stops of `python -m module *argv`: the modules of its functions in the order the run first calls each
+    (consecutive repeats collapsed)."""
     import bertlab
 
     root = str(Path(bertlab.__file__).resolve().parent)
     stops: list[str] = []
-    level = 0
+    met: set[Any] = set()  # the functions met so far: a reader reads each once, however often the run calls it
+    stack: list[tuple[str, int]] = []  # the bertlab frames: (module, room depth)
 
     def room(frame: FrameType) -> str | None:
         path = frame.f_code.co_filename
         return None if not path.startswith(root) else Path(path).relative_to(root).with_suffix("").as_posix()
 
     def hook(frame: FrameType, event: str, _: Any) -> None:
-        nonlocal level
         if event not in ("call", "return") or frame.f_code.co_name == "<module>" or (name := room(frame)) is None:
             return  # an import's module body is not a call
         if event == "return":
-            level -= 1
+            stack.pop()
             return
-        level += 1
-        if level <= depth and (not stops or stops[-1] != name):
-            stops.append(name)
+        entering = not stack or name != stack[-1][0]  # a call from another module (coming back to it is not)
+        level = 1 if not stack else stack[-1][1] + entering
+        stack.append((name, level))
+        if level <= depth and frame.f_code not in met:
+            met.add(frame.f_code)
+            if entering and (not stops or stops[-1] != name):
+                stops.append(name)
 
+    importlib.import_module(module)  # its imports first, unrecorded: a class body run by an import is not a call
     sys.argv = [module, *argv]
     sys.setprofile(hook)
     threading.setprofile(hook)
@@ -59,7 +68,7 @@ def walk(module: str, argv: list[str], depth: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("module")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args()
