@@ -214,7 +214,8 @@ def run(cfg: DictConfig) -> None:
     else:
         run_all(jobs, forwarded(overrides), work_dir, spec["workers"])
     found = report.rows(spec, work_dir, columns, OmegaConf.to_container(cfg.ablations.bootstrap, resolve=True))
-    report.write(report_dir, spec, found, cfg.profile_name, git_commit())
+    finished = sum((work_dir / job.stage / job.name / "metrics.json").exists() for job in jobs)
+    report.write(report_dir, spec, found, cfg.profile_name, git_commit(), (finished, len(jobs)))
     measured = sum(r.contrast.verdict != NOT_MEASURED for r in found)
     log.info("%d runs; %d of %d contrasts measured; report -> %s", len(jobs), measured, len(found),
              report_dir / "scaling.md")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -91,5 +92,8 @@ def test_report_only_reports_the_finished_runs_and_starts_none(sweep: tuple[Path
     assert sorted(p.name for p in work.glob("*/*") if p.is_dir()) == before
     rows = read_rows(tmp_path)
     assert {r["verdict"] for r in rows if r["pretrain_steps"] == "8"} == {"not measured"}
+    interim = r"\*\*An interim report: \d+ of the sweep's \d+ runs are finished"
+    assert re.search(interim, (tmp_path / "scaling.md").read_text())
+    assert "interim" not in (reports / "scaling.md").read_text()
     ran = {(r["claim"], r["examples"]): r for r in read_rows(reports) if r["pretrain_steps"] == "4"}
     assert {(r["claim"], r["examples"]): r for r in rows if r["pretrain_steps"] == "4"} == ran

@@ -22,7 +22,8 @@ COLUMNS = {"sst2": {"split": "validation", "metric": "accuracy"}, "conll2003": {
 MODES = {"finetune": [], "embeddings": ["finetune.mode=feature_based", "finetune.features=embeddings"],
          "concat_last_four": ["finetune.mode=feature_based", "finetune.features=concat_last_four"]}
 SPEC: dict[str, Any] = {
-    "encoder": ["objective=mlm_nsp"], "modes": MODES, "pretrain_steps": [2, 4], "seeds": [1, 2], "workers": 1, "report_only": False,
+    "encoder": ["objective=mlm_nsp"], "modes": MODES, "pretrain_steps": [2, 4], "seeds": [1, 2], "workers": 1,
+    "report_only": False,
     "finetune_budgets": [{"examples": 32}, {"examples": None, "lr": 1e-4}],
     "claims": [{"id": "pretraining_sst2", "text": "Pretraining helps: SST-2", "task": "sst2", "a": ["bert", "finetune"],
                 "b": ["scratch", "finetune"]},
@@ -149,7 +150,7 @@ def test_a_task_without_data_is_not_measured_with_its_reason(work: Path) -> None
 
 def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     found = report.rows(SPEC, work, COLUMNS, BOOTSTRAP)
-    written = report.write(tmp_path / "reports", SPEC, found, "smoke", "abc1234")
+    written = report.write(tmp_path / "reports", SPEC, found, "smoke", "abc1234", (9, 27))
     assert sorted(p.relative_to(tmp_path / "reports").as_posix() for p in written) == [
         "scaling.csv", "scaling.md", "scaling/concat.png", "scaling/pretraining_sst2.png"]
     lines = (tmp_path / "reports" / "scaling.csv").read_text().splitlines()
@@ -157,6 +158,9 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     assert lines[1].startswith("pretraining_sst2,bert-2 finetune,scratch finetune,sst2,accuracy,2,2457600,32,,30.0,")
     assert ",reproduced,200,2/2,450.0,900.0," in lines[1]
     text = (tmp_path / "reports" / "scaling.md").read_text()
+    assert "**An interim report: 9 of the sweep's 27 runs are finished**" in text
+    report.write(tmp_path / "whole", SPEC, found, "smoke", "abc1234", (27, 27))
+    assert "interim" not in (tmp_path / "whole" / "scaling.md").read_text()
     assert "| 2 steps, 2.46M tokens | 0.500 | +30.0 [" in text and "] reproduced |" in text
     assert "| 4 steps, not run | — | not measured: bert-4 finetune: not run |" in text
     assert "| pretraining | held-out ppl / unigram | 32 examples | all examples (lr 0.0001) |" in text

@@ -144,8 +144,9 @@ def _verdict(row: Row) -> str:
     return f"{c.estimate:+.1f} [{c.low:+.1f}, {c.high:+.1f}] {c.verdict}"
 
 
-def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str) -> str:
-    """scaling.md: per claim, its figure and a table of A - B [95% interval] verdict by budget."""
+def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, runs: tuple[int, int]) -> str:
+    """scaling.md: per claim, its figure and a table of A - B [95% interval] verdict by budget; `runs`: the sweep's
+    runs finished and planned (fewer finished: an interim report)."""
     own = spec.get("task_budgets") or {}
     shared = ", ".join(map(_budget_header, spec["finetune_budgets"]))
     lines = [
@@ -158,6 +159,9 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str) 
         "bootstrap interval over dev items and seeds, and the verdict on the paper's direction. Held-out ppl / "
         "unigram: the pretrained encoder's held-out perplexity over the unigram floor of the same positions.", "",
     ]
+    if runs[0] < runs[1]:
+        lines += [f"**An interim report: {runs[0]} of the sweep's {runs[1]} runs are finished**; a cell without its "
+                  "runs is \"not measured\". Rerun the command to go on.", ""]
     for claim in spec["claims"]:
         mine = [r for r in found if r.claim["id"] == claim["id"]]
         lines += [f"## {claim['text']}", "",
@@ -183,7 +187,8 @@ def figure(path: Path, claim: dict[str, Any], mine: list[Row], own: list[dict[st
     plot_budgets(path, claim["text"], f"A − B ({mine[0].metric})", lines, ratios)
 
 
-def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str, commit: str) -> list[Path]:
+def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str, commit: str,
+          runs: tuple[int, int]) -> list[Path]:
     """scaling.md, scaling.csv and one figure per claim into `report_dir`, each written aside and then moved into
     place (no other file there is touched); the paths written."""
     (report_dir / "scaling").mkdir(parents=True, exist_ok=True)
@@ -191,7 +196,7 @@ def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".scaling-") as tmp:
         staged = Path(tmp)
         write_csv(staged / "scaling.csv", FIELDS, csv_rows(found))
-        (staged / "scaling.md").write_text(markdown(spec, found, profile, commit) + "\n")
+        (staged / "scaling.md").write_text(markdown(spec, found, profile, commit, runs) + "\n")
         for claim in spec["claims"]:
             mine = [r for r in found if r.claim["id"] == claim["id"]]
             figure(staged / f"{claim['id']}.png", claim, mine, budgets(spec, claim["task"]))

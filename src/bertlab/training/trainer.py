@@ -107,7 +107,8 @@ def progress_bar(log_every_s: float = 60.0) -> Any:
             elif not self.terminal and now - self.logged >= log_every_s and step > self.first_step:
                 self.logged, total = now, trainer.estimated_stepping_batches
                 eta = (now - self.started) / (step - self.first_step) * (total - step)
-                metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.get_metrics(trainer, module).items())
+                metrics = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                                    for k, v in self.get_metrics(trainer, module).items())
                 log.info("step %d/%d (%s left)%s", step, total, timedelta(seconds=round(eta)),
                          f": {metrics}" if metrics else "")
 
