@@ -209,12 +209,13 @@ def run(cfg: DictConfig) -> None:
     for task, why in without.items():
         log.info("%s: no data (%s): its cells are not measured", task, why)
     jobs = plan(spec, set(without))
-    if spec["report_only"]:
-        log.info("scaling.report_only: the report of the runs finished so far, %d planned runs not started", len(jobs))
-    else:
+    if not spec["report_only"]:
         run_all(jobs, forwarded(overrides), work_dir, spec["workers"])
-    found = report.rows(spec, work_dir, columns, OmegaConf.to_container(cfg.ablations.bootstrap, resolve=True))
     finished = sum((work_dir / job.stage / job.name / "metrics.json").exists() for job in jobs)
+    if spec["report_only"]:
+        log.info("scaling.report_only: the report of the %d of %d planned runs finished so far, starting none",
+                 finished, len(jobs))
+    found = report.rows(spec, work_dir, columns, OmegaConf.to_container(cfg.ablations.bootstrap, resolve=True))
     report.write(report_dir, spec, found, cfg.profile_name, git_commit(), (finished, len(jobs)))
     measured = sum(r.contrast.verdict != NOT_MEASURED for r in found)
     log.info("%d runs; %d of %d contrasts measured; report -> %s", len(jobs), measured, len(found),
