@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import os
 import random
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +132,10 @@ def finetune_config(data_dir: Path, *overrides: str) -> DictConfig:
             "finetune.max_train_examples=null", "finetune.max_eval_examples=null", "finetune.batch_size=16",
             "impl.threads=1", *overrides,
         ])
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now (for a process group's rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

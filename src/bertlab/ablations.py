@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -23,7 +24,7 @@ from bertlab.files import check_writable
 from bertlab.report import collect, render
 from bertlab.report.deviations import deviations
 from bertlab.report.tables import TABLES
-from bertlab.tracking import start_wandb, wandb_settings
+from bertlab.tracking import log_report
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +66,13 @@ def build(cfg: DictConfig, profile: str) -> render.Report:
 def log_wandb(cfg: DictConfig, built: render.Report) -> None:
     """One W&B run in group "ablations": each table (with floors) and the findings (each pair's difference, 95%
     interval and verdict) as a wandb.Table, the figures as images."""
-    import wandb
-
-    Path(cfg.logger.save_dir).mkdir(parents=True, exist_ok=True)
-    with start_wandb(lambda offline: wandb.init(
-        project=cfg.logger.project, group="ablations", job_type="report", name="ablations",
-        dir=cfg.logger.save_dir, mode="offline" if offline else "online",
-        config=OmegaConf.to_container(cfg.ablations, resolve=True), settings=wandb_settings(),
-    ), cfg.logger.offline, cfg.logger.save_dir) as run:
+    def values(wandb: Any) -> dict[str, Any]:
         tables = {t: wandb.Table(columns=list(render.CSV_FIELDS), data=render.csv_rows(built.entries, t))
                   for t in TABLES}
         findings = wandb.Table(columns=list(render.FINDING_FIELDS), data=render.finding_rows(built.findings))
-        images = {f"figures/{p.stem}": wandb.Image(str(p)) for p in built.figures}
-        run.log({**tables, "findings": findings, **images})
+        return {**tables, "findings": findings, **{f"figures/{p.stem}": wandb.Image(str(p)) for p in built.figures}}
+
+    log_report(cfg.logger, "ablations", "ablations", OmegaConf.to_container(cfg.ablations, resolve=True), values)
 
 
 @stage.main(own_output=True)  # into ablations.report_dir, checked there

@@ -3,8 +3,9 @@
 `python -m bertlab.scaling` (the grid: `conf/scaling/<profile>.yaml`) pretrains `scaling.encoder` once per budget of
 `scaling.pretrain_steps`, and a never-pretrained `scratch`; fine-tunes each claim's cells at every budget of
 `scaling.finetune_budgets` (training examples, with their own learning rate where one is given) and every seed; then
-writes the report (`bertlab.report.scaling`). Every run is a `python -m bertlab.pretrain` or `bertlab.finetune`
-process taking this command's overrides (the sweep's grid axes last), with `data_dir` the sweep's `scaling.work_dir`
+writes the report (`bertlab.report.scaling`), and with `logger=wandb` logs its rows and figures to one W&B run in
+group "scaling". Every run is a `python -m bertlab.pretrain` or `bertlab.finetune` process taking this command's
+overrides (the sweep's grid axes last), with `data_dir` the sweep's `scaling.work_dir`
 (`data/scaling/`): there `download`, `tokenizer` and `pretrain_data` are links to the pipeline's outputs, read only,
 and `pretrain/` and `finetune/` are the sweep's own, so nothing the ablations report reads is touched and no run
 collides with the pipeline's. The stages key every run (code, result settings, inputs): a rerun does nothing for a
@@ -36,6 +37,7 @@ from bertlab.files import check_writable, require
 from bertlab.report import scaling as report
 from bertlab.report.render import git_commit
 from bertlab.report.stats import NOT_MEASURED
+from bertlab.tracking import log_report
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +218,11 @@ def run(cfg: DictConfig) -> None:
         log.info("scaling.report_only: the report of the %d of %d planned runs finished so far, starting none",
                  finished, len(jobs))
     found = report.rows(spec, work_dir, columns, OmegaConf.to_container(cfg.ablations.bootstrap, resolve=True))
-    report.write(report_dir, spec, found, cfg.profile_name, git_commit(), (finished, len(jobs)))
+    written = report.write(report_dir, spec, found, cfg.profile_name, git_commit(), (finished, len(jobs)))
+    if cfg.logger.kind == "wandb":  # the CSV's rows and the figures, in group "scaling"
+        log_report(cfg.logger, "scaling", f"scaling-{cfg.profile_name}", spec, lambda wandb: {
+            "scaling": wandb.Table(columns=list(report.FIELDS), data=report.csv_rows(found)),
+            **{f"scaling/{p.stem}": wandb.Image(str(p)) for p in written if p.suffix == ".png"}})
     measured = sum(r.contrast.verdict != NOT_MEASURED for r in found)
     log.info("%d runs; %d of %d contrasts measured; report -> %s", len(jobs), measured, len(found),
              report_dir / "scaling.md")

@@ -55,6 +55,21 @@ def start_wandb(start: Callable[[bool], T], offline: bool, save_dir: str) -> T:
     return start(True)
 
 
+def log_report(logger: Any, group: str, name: str, config: dict[str, Any],
+               values: Callable[[Any], dict[str, Any]]) -> None:
+    """One W&B run of a report stage (`logger`: the composed `logger` config, its runs in `lasting_dir`): `config`,
+    and `values(wandb)` (tables, images) logged once."""
+    import wandb
+
+    save_dir = lasting_dir(logger.save_dir)
+    save_dir.mkdir(parents=True, exist_ok=True)
+    with start_wandb(lambda offline: wandb.init(
+        project=logger.project, group=group, job_type="report", name=name, dir=str(save_dir),
+        mode="offline" if offline else "online", config=config, settings=wandb_settings(),
+    ), logger.offline, str(save_dir)) as run:
+        run.log(values(wandb))
+
+
 def wandb_unreachable(timeout: float = 5.0) -> str | None:
     """Why W&B's server cannot be reached from here, or None (also when WANDB_MODE keeps W&B offline anyway)."""
     import socket

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,8 @@ import pytest
 import torch
 
 from tests.helpers import (
-    ENV, KILL_AT_STEP, PINNED, RUN, TINY, checkpoint, finetune_config, pretrain_patched, stage, validated_steps,
+    ENV, KILL_AT_STEP, PINNED, RUN, TINY, checkpoint, finetune_config, free_port, pretrain_patched, stage,
+    validated_steps,
 )
 
 # the 2-process run has the 1-process run's key (the same global batch): it must train, not copy that twin
@@ -83,12 +83,6 @@ def test_a_run_killed_on_one_process_resumes_on_two(prepared: Path, tmp_path: Pa
     assert moved["steps"] == whole["steps"] == 12 and moved["global_batch"] == 8
     assert validated_steps(prepared, "moved") == validated_steps(prepared, "moved_whole")
     assert abs(moved["heldout_ppl"] / whole["heldout_ppl"] - 1) < PPL_TOLERANCE
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_torchrun_nodes_train_one_run(prepared: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO
+from tests.helpers import REPO, free_port
 
 Run = Callable[[list[str], Path], subprocess.CompletedProcess]
 
@@ -201,3 +202,57 @@ def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) ->
     metrics_lines = [line for line in done.stdout.splitlines() if "metrics.json" in line]
     assert metrics_lines and max(map(len, done.stdout.splitlines()[:3])) < 160, done.stdout[:2000]
     assert (repo / "dvc_plots/index.html").exists()
+
+
+def readme_section(heading: str) -> str:
+    return (REPO / "README.md").read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def slurm_task(repo: Path, rank: int, tasks: int, port: int, cmd: list[str], shared_data: Path) -> subprocess.Popen:
+    """What `srun` starts as task `rank` of `tasks` on one node (the variables Lightning's SLURMEnvironment reads)."""
+    env = {**os.environ, "BERTLAB_DATA_MIRROR": str(shared_data), "WANDB_MODE": "offline",
+           "PYTHONPATH": str(repo / "src"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "bertlab", "SLURM_NTASKS": str(tasks),
+           "SLURM_NTASKS_PER_NODE": str(tasks), "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_PROCID": str(rank),
+           "SLURM_LOCALID": str(rank), "SLURM_NODELIST": "localhost", "SLURM_SUBMIT_DIR": str(repo),
+           "MASTER_PORT": str(port)}
+    return subprocess.Popen(cmd, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_the_readmes_hand_run_and_cluster_commands_run_as_written(repo: Path, run: Run, shared_data: Path) -> None:
+    """The pipeline section's run by hand, verbatim; Scaling out's one-node line, verbatim (the run is finished: it
+    does nothing); its SLURM script's `srun` line as two SLURM tasks on this machine (devices and workers scaled to
+    it), then `dvc commit`, after which DVC takes the stage as done."""
+    run(["dvc", "repro"], repo)
+    hand = re.search(r"`(python -m bertlab\.pretrain [^`]*name=[^`]*)`", readme_section("The pipeline")).group(1)
+    pipeline = {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
+                if p.is_file() and p.relative_to(repo / "data").parts[0] not in ("hand", "hydra", "wandb")}
+    run(["bash", "-c", hand], repo)
+    name = re.search(r"name=(\S+)", hand).group(1)
+    record = json.loads((repo / "data/hand/pretrain" / name / "metrics.json").read_text())
+    assert record["objective"] == "mlm" and record["steps"] > 0
+    assert pipeline == {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
+                        if p.is_file() and p.relative_to(repo / "data").parts[0] not in ("hand", "hydra", "wandb")}
+
+    scaling_out = readme_section("Scaling out")
+    one_node = re.search(r"`(python -m bertlab\.pretrain -cd data/configs/pretrain -cn bert impl\.devices=\d+)`",
+                         scaling_out).group(1)
+    done = run(["bash", "-c", one_node], repo)
+    assert "nothing to do" in done.stdout + done.stderr
+    script = re.findall(r"```bash\n(.*?)```", scaling_out, re.S)[0]
+    srun = next(line.strip() for line in script.splitlines() if line.strip().startswith("srun "))
+    cmd = [re.sub(r"^impl\.devices=\d+$", "impl.devices=2", re.sub(r"^impl\.num_workers=\d+$", "impl.num_workers=0",
+                                                                    arg)) for arg in shlex.split(srun)[1:]]
+    assert cmd[:2] == ["python", "-m"] and "impl.devices=2" in cmd
+    for name in ("bert", "L12_H768_A12"):  # stale, and its twin (at smoke, Table 6's row) gone: the job retrains it
+        shutil.rmtree(repo / "data/pretrain" / name)
+    port = free_port()
+    tasks = [slurm_task(repo, rank, 2, port, cmd, shared_data) for rank in (0, 1)]
+    for task, (out, err) in zip(tasks, [t.communicate(timeout=900) for t in tasks]):
+        assert task.returncode == 0, err[-3000:]
+        assert "2 device(s) x 1 node(s)" in out + err
+    assert json.loads((repo / "data/pretrain/bert/metrics.json").read_text())["global_batch"] > 0
+    assert "pretrain@bert" in run(["dvc", "status", "pretrain@bert"], repo).stdout
+    run(["dvc", "commit", "-f", "pretrain@bert"], repo)
+    assert "pretrain@bert" not in run(["dvc", "status", "pretrain@bert"], repo).stdout

@@ -4,6 +4,7 @@ on the data dir the first stages prepared from the synthetic mirror (SST-2 and M
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from pathlib import Path
@@ -83,11 +84,13 @@ def test_a_rerun_trains_nothing(sweep: tuple[Path, Path, str], prepared: Path, m
 
 def test_report_only_reports_the_finished_runs_and_starts_none(sweep: tuple[Path, Path, str], prepared: Path,
                                                                 mirror: Path, tmp_path: Path) -> None:
-    """A budget never run (8 steps) beside one run: its rows are "not measured", the run's as the sweep found them."""
+    """A budget never run (8 steps) beside one run: its rows are "not measured", the run's as the sweep found them;
+    with `logger=wandb`, one offline W&B run holds the rows as a table and the figures."""
     work, reports, _ = sweep
     before = sorted(p.name for p in work.glob("*/*") if p.is_dir())
     done = stage("scaling", prepared, f"scaling.report_dir={tmp_path}", "scaling.pretrain_steps=[4,8]",
-                 "scaling.report_only=true", mirror=mirror, timeout=600)
+                 "scaling.report_only=true", "logger=wandb", f"logger.save_dir={tmp_path / 'wandb'}", mirror=mirror,
+                 timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted(p.name for p in work.glob("*/*") if p.is_dir()) == before
     rows = read_rows(tmp_path)
@@ -97,3 +100,8 @@ def test_report_only_reports_the_finished_runs_and_starts_none(sweep: tuple[Path
     assert "interim" not in (reports / "scaling.md").read_text()
     ran = {(r["claim"], r["examples"]): r for r in read_rows(reports) if r["pretrain_steps"] == "4"}
     assert {(r["claim"], r["examples"]): r for r in rows if r["pretrain_steps"] == "4"} == ran
+    [media] = (tmp_path / "wandb").glob("wandb/offline-run-*/files/media")  # offline: no summary file, the media
+    [table] = media.glob("table/scaling_*.table.json")
+    logged = json.loads(table.read_text())
+    assert logged["columns"] == list(FIELDS) and len(logged["data"]) == len(rows)
+    assert {p.name.rsplit("_", 2)[0] for p in media.glob("images/scaling/*.png")} == set(CLAIMS)

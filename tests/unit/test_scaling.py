@@ -152,7 +152,8 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     found = report.rows(SPEC, work, COLUMNS, BOOTSTRAP)
     written = report.write(tmp_path / "reports", SPEC, found, "smoke", "abc1234", (9, 27))
     assert sorted(p.relative_to(tmp_path / "reports").as_posix() for p in written) == [
-        "scaling.csv", "scaling.md", "scaling/concat.png", "scaling/pretraining_sst2.png"]
+        "scaling.csv", "scaling.md", "scaling/concat.csv", "scaling/concat.png", "scaling/pretraining_sst2.csv",
+        "scaling/pretraining_sst2.png"]
     lines = (tmp_path / "reports" / "scaling.csv").read_text().splitlines()
     assert lines[0] == ",".join(report.FIELDS) and len(lines) == 1 + 8
     assert lines[1].startswith("pretraining_sst2,bert-2 finetune,scratch finetune,sst2,accuracy,2,2457600,32,,30.0,")
@@ -164,8 +165,37 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     assert "| 2 steps, 2.46M tokens | 0.500 | +30.0 [" in text and "] reproduced |" in text
     assert "| 4 steps, not run | — | not measured: bert-4 finetune: not run |" in text
     assert "| pretraining | held-out ppl / unigram | 32 examples | all examples (lr 0.0001) |" in text
+    assert ("| Pretraining helps: SST-2 | 32 examples | reproduced at every budget measured (2.46M tokens); 1 of 2 "
+            "budgets measured |") in text
+    assert "| concat beats embeddings | all examples (lr 0.0001) | not measured |" in text
+    points = (tmp_path / "reports" / "scaling" / "pretraining_sst2.csv").read_text().splitlines()
+    assert points[0] == ",".join(report.PLOT_FIELDS) and len(points) == 1 + 2  # step 2's two budgets; step 4 not run
+    assert points[1].startswith("2457600,30.0,") and points[1].endswith(",reproduced,32 examples")
     for png in ("concat", "pretraining_sst2"):
         assert (tmp_path / "reports" / "scaling" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def line(*verdicts: str) -> list[report.Row]:
+    """One claim at one fine-tuning budget over pretraining budgets of 1, 2, ... steps (1M tokens a step)."""
+    nan = float("nan")
+    return [report.Row({}, "a", "b", "accuracy", steps, {"examples": 32}, {"train_tokens": steps * 1_000_000},
+                       report.stats.Contrast(nan if v == "not measured" else 1.0, nan, nan, v, 10, 1, 1), "")
+            for steps, v in enumerate(verdicts, start=1)]
+
+
+@pytest.mark.parametrize("verdicts, where", [
+    (["unresolved at this scale", "unresolved at this scale", "reproduced", "reproduced"],
+     "reproduced from 3.00M tokens on (below: unresolved at this scale at 1.00M tokens to 2.00M tokens)"),
+    (["reproduced", "unresolved at this scale"],
+     "not within the budgets run: unresolved from 2.00M tokens on (below: reproduced at 1.00M tokens)"),
+    (["contradicted", "contradicted", "not measured"],
+     "contradicted at every budget measured (1.00M tokens to 2.00M tokens); 2 of 3 budgets measured"),
+    (["unresolved at this scale"], "not within the budgets run: unresolved at every budget measured (1.00M tokens)"),
+    (["not measured", "not measured"], "not measured"),
+])
+def test_where_a_claim_resolves_is_the_verdict_it_keeps_to_the_largest_budget(verdicts: list[str],
+                                                                               where: str) -> None:
+    assert report.settles(line(*verdicts)) == where
 
 
 @pytest.mark.parametrize("key, value, message", [

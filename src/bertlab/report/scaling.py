@@ -2,8 +2,9 @@
 at every pretraining budget x fine-tuning budget, with the encoder's held-out perplexity over its unigram floor.
 
 The sweep's runs are named here (`encoder_name`, `cell_name`), so the stage that runs them and this report agree.
-Writes `scaling.md`, `scaling.csv` (one row per claim x pretraining budget x fine-tuning budget) and
-`scaling/<claim>.png` into the report directory.
+Writes `scaling.md` (where each claim resolves, then per claim its table and figure), `scaling.csv` (one row per
+claim x pretraining budget x fine-tuning budget), `scaling/<claim>.png` and `scaling/<claim>.csv` (the figure's
+points, for `dvc plots show`) into the report directory.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bertlab.report.markdown import table
 from bertlab.report.plots import plot_budgets
 from bertlab.report.render import write_csv
 
+PLOT_FIELDS = ("tokens", "estimate", "low", "high", "verdict", "run")  # scaling/<claim>.csv (run: fine-tuning budget)
 FIELDS = ("claim", "A", "B", "task", "metric", "pretrain_steps", "tokens", "examples", "lr", "estimate", "low",
           "high", "verdict", "n_items", "seeds", "heldout_ppl", "heldout_unigram_ppl", "reason")
 PRETRAINED, SCRATCH = "bert", "scratch"  # a claim side's encoder: pretrained at the row's budget, or never
@@ -130,11 +132,43 @@ def _budget_header(budget: dict[str, Any]) -> str:
     return examples + (f" (lr {budget['lr']:g})" if budget.get("lr") is not None else "")
 
 
+def _tokens(row: Row) -> str:
+    if row.tokens is None:
+        return f"{row.steps:,} steps"
+    return (f"{row.tokens / 1e6:.2f}M" if row.tokens >= 100_000 else f"{row.tokens:,}") + " tokens"
+
+
 def _pretraining(row: Row) -> str:
     if row.tokens is None:
         return f"{row.steps:,} steps, not run"
-    tokens = f"{row.tokens / 1e6:.2f}M" if row.tokens >= 100_000 else f"{row.tokens:,}"
-    return f"{row.steps:,} steps, {tokens} tokens"
+    return f"{row.steps:,} steps, {_tokens(row)}"
+
+
+def settles(line: list[Row]) -> str:
+    """Where one claim at one fine-tuning budget resolves along the pretraining budgets measured: the verdict it keeps
+    from some budget on to the largest (every larger budget agreeing), with what it was below; "not within the
+    budgets run" while the largest is unresolved."""
+    measured = sorted((r for r in line if r.contrast.verdict != stats.NOT_MEASURED), key=lambda r: r.steps)
+    if not measured:
+        return stats.NOT_MEASURED
+    stretches = []  # [verdict, its first row, its last row] of each stretch of one verdict
+    for r in measured:
+        if stretches and stretches[-1][0] == r.contrast.verdict:
+            stretches[-1][2] = r
+        else:
+            stretches.append([r.contrast.verdict, r, r])
+
+    def span(first: Row, last: Row) -> str:
+        return _tokens(first) if first is last else f"{_tokens(first)} to {_tokens(last)}"
+
+    (verdict, first, last), before = stretches[-1], stretches[:-1]
+    if not before:
+        where = f"at every budget measured ({span(first, last)})"
+    else:
+        where = f"from {_tokens(first)} on (below: " + "; ".join(f"{v} at {span(a, b)}" for v, a, b in before) + ")"
+    if len(measured) < len(line):
+        where += f"; {len(measured)} of {len(line)} budgets measured"
+    return ("not within the budgets run: unresolved " if verdict == stats.UNRESOLVED else f"{verdict} ") + where
 
 
 def _verdict(row: Row) -> str:
@@ -162,6 +196,13 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
     if runs[0] < runs[1]:
         lines += [f"**An interim report: {runs[0]} of the sweep's {runs[1]} runs are finished**; a cell without its "
                   "runs is \"not measured\". Rerun the command to go on.", ""]
+    summary = [[claim["text"], _budget_header(b),
+                settles([r for r in found if r.claim["id"] == claim["id"] and r.budget == b])]
+               for claim in spec["claims"] for b in budgets(spec, claim["task"])]
+    lines += ["## Where each claim resolves", "",
+              "Along the pretraining budgets, at each fine-tuning budget: the verdict a claim keeps from some budget "
+              "on to the largest measured (what it was below), or \"not within the budgets run\" while the "
+              "largest is unresolved.", "", *table(["claim", "fine-tuning budget", "where it resolves"], summary), ""]
     for claim in spec["claims"]:
         mine = [r for r in found if r.claim["id"] == claim["id"]]
         lines += [f"## {claim['text']}", "",
@@ -177,6 +218,13 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
     return "\n".join(lines)
 
 
+def plot_rows(mine: list[Row]) -> list[list[Any]]:
+    """A claim's measured points, in PLOT_FIELDS order: what `dvc plots show` draws (x tokens, y estimate)."""
+    return [[r.tokens, _number(r.contrast.estimate), _number(r.contrast.low), _number(r.contrast.high),
+             r.contrast.verdict, _budget_header(r.budget)]
+            for r in mine if r.tokens and r.contrast.verdict != stats.NOT_MEASURED]
+
+
 def figure(path: Path, claim: dict[str, Any], mine: list[Row], own: list[dict[str, Any]]) -> None:
     """A claim's A - B with its interval against pretraining tokens, one line per fine-tuning budget, and the
     encoders' held-out perplexity over the unigram floor beside it."""
@@ -189,8 +237,8 @@ def figure(path: Path, claim: dict[str, Any], mine: list[Row], own: list[dict[st
 
 def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str, commit: str,
           runs: tuple[int, int]) -> list[Path]:
-    """scaling.md, scaling.csv and one figure per claim into `report_dir`, each written aside and then moved into
-    place (no other file there is touched); the paths written."""
+    """scaling.md, scaling.csv and per claim its figure and points into `report_dir`, each written aside and then
+    moved into place (no other file there is touched); the paths written."""
     (report_dir / "scaling").mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".scaling-") as tmp:
@@ -200,8 +248,10 @@ def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str
         for claim in spec["claims"]:
             mine = [r for r in found if r.claim["id"] == claim["id"]]
             figure(staged / f"{claim['id']}.png", claim, mine, budgets(spec, claim["task"]))
-        for name in ("scaling.csv", "scaling.md", *(f"{c['id']}.png" for c in spec["claims"])):
-            target = report_dir / ("scaling" if name.endswith(".png") else "") / name
+            write_csv(staged / f"{claim['id']}.csv", PLOT_FIELDS, plot_rows(mine))
+        per_claim = [f"{c['id']}{ext}" for c in spec["claims"] for ext in (".csv", ".png")]
+        for name in ("scaling.csv", "scaling.md", *per_claim):
+            target = report_dir / ("scaling" if name in per_claim else "") / name
             (staged / name).replace(target)
             written.append(target)
     return written
