@@ -135,6 +135,11 @@ def plot_budgets(path: Path, title: str, ylabel: str, lines: dict[str, list[tupl
     if ratios:
         ax_ppl.plot([t for t, _ in ratios], [r for _, r in ratios], "o-")
     ax_ppl.set(xscale="log", xlabel="pretraining tokens", ylabel="held-out ppl / unigram ppl", title="The encoder")
+    tokens = sorted({t for points in lines.values() for t, *_ in points} | {t for t, _ in ratios})
+    for axis in (ax, ax_ppl):  # a label at each budget run (log axes' own minor labels collide)
+        axis.xaxis.set_minor_formatter(NullFormatter())
+        if tokens:
+            axis.set_xticks(tokens, [f"{t / 1e6:.3g}M" if t >= 100_000 else f"{t:,}" for t in tokens])
     if measured:
         ax.legend(title="fine-tuning budget", fontsize=7)
     for axis, empty in ((ax, not measured), (ax_ppl, not ratios)):
