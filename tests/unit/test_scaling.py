@@ -158,11 +158,14 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     assert lines[0] == ",".join(report.FIELDS) and len(lines) == 1 + 8
     assert lines[1].startswith("pretraining_sst2,bert-2 finetune,scratch finetune,sst2,accuracy,2,2457600,32,,30.0,")
     assert ",reproduced,200,2/2,450.0,900.0," in lines[1]
+    # each side's mean over seeds beside the floor of the same items (majority class: 60.0), scratch's 61.0 at it
+    assert lines[1].endswith(",91.0,61.0,60.0,above floor,at floor")
     text = (tmp_path / "reports" / "scaling.md").read_text()
     assert "**An interim report: 9 of the sweep's 27 runs are finished**" in text
     report.write(tmp_path / "whole", SPEC, found, "smoke", "abc1234", (27, 27))
     assert "interim" not in (tmp_path / "whole" / "scaling.md").read_text()
-    assert "| 2 steps, 2.46M tokens | 0.500 | +30.0 [" in text and "] reproduced |" in text
+    assert "| 2 steps, 2.46M tokens | 0.500 | +30.0 [" in text and "] reproduced (91.0 vs 61.0; B **at floor**) |" in text
+    assert "Floor (the floor): 60.0." in text
     assert "| 4 steps, not run | — | not measured: bert-4 finetune: not run |" in text
     assert "| pretraining | held-out ppl / unigram | 32 examples | all examples (lr 0.0001) |" in text
     assert ("| Pretraining helps: SST-2 | 32 examples | reproduced at every budget measured (2.46M tokens); 1 of 2 "

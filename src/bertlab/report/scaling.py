@@ -17,16 +17,17 @@ from typing import Any
 
 from bertlab.files import read_json
 from bertlab.report import stats
-from bertlab.report.cells import Cell, finetune_cell
+from bertlab.report.cells import Cell, finetune_cell, with_floor
 from bertlab.report.claims import contrast
-from bertlab.report.collect import NO_DATA, Results, read_items
+from bertlab.report.collect import NO_DATA, NOT_RUN, Results, read_items
 from bertlab.report.markdown import table
 from bertlab.report.plots import plot_budgets
 from bertlab.report.render import write_csv
 
 PLOT_FIELDS = ("tokens", "estimate", "low", "high", "verdict", "run")  # scaling/<claim>.csv (run: fine-tuning budget)
 FIELDS = ("claim", "A", "B", "task", "metric", "pretrain_steps", "tokens", "examples", "lr", "estimate", "low",
-          "high", "verdict", "n_items", "seeds", "heldout_ppl", "heldout_unigram_ppl", "reason")
+          "high", "verdict", "n_items", "seeds", "heldout_ppl", "heldout_unigram_ppl", "reason", "a_mean", "b_mean",
+          "floor", "a_floor_status", "b_floor_status")
 PRETRAINED, SCRATCH = "bert", "scratch"  # a claim side's encoder: pretrained at the row's budget, or never
 UNMEASURED = stats.Contrast(math.nan, math.nan, math.nan, stats.NOT_MEASURED, 0, 0, 0)
 
@@ -64,6 +65,7 @@ class Row:
     pretrain: dict[str, Any]  # the pretrained encoder's metrics.json ({} if not run)
     contrast: stats.Contrast
     reason: str
+    cells: tuple[Cell, Cell] = (Cell(NOT_RUN), Cell(NOT_RUN))  # A's and B's, each with its floor on the same items
 
     @property
     def tokens(self) -> int | None:
@@ -105,12 +107,12 @@ def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstra
                     name = encoder_name(encoder, steps)
                     names = [cell_name(task, name, mode, budget["examples"], s) for s in spec["seeds"]]
                     sides.append((f"{name} {mode}", read_cell(work_dir / "finetune", names, task, columns)))
-                (a, cell_a), (b, cell_b) = sides
+                (a, cell_a), (b, cell_b) = ((name, with_floor(c, bootstrap)) for name, c in sides)
                 if why is None:
                     result, reason = contrast(cell_a, cell_b, a, b, bootstrap)
                 else:  # nothing ran: one reason for both sides
                     result, reason = UNMEASURED, f"{task}: {NO_DATA} ({why})"
-                out.append(Row(claim, a, b, metric, steps, budget, pretrain, result, reason))
+                out.append(Row(claim, a, b, metric, steps, budget, pretrain, result, reason, (cell_a, cell_b)))
     return out
 
 
@@ -123,8 +125,14 @@ def csv_rows(found: list[Row]) -> list[list[Any]]:
     return [[r.claim["id"], r.a, r.b, r.claim["task"], r.metric, r.steps, r.tokens, r.budget["examples"],
              r.budget.get("lr"), _number(r.contrast.estimate), _number(r.contrast.low), _number(r.contrast.high),
              r.contrast.verdict, r.contrast.n_items, f"{r.contrast.runs_a}/{r.contrast.runs_b}",
-             _number(r.pretrain.get("heldout_ppl")), _number(r.pretrain.get("heldout_unigram_ppl")), r.reason]
+             _number(r.pretrain.get("heldout_ppl")), _number(r.pretrain.get("heldout_unigram_ppl")), r.reason,
+             *(_number(c.mean) for c in r.cells), _number(_floor(r)), *(c.floor_status for c in r.cells)]
             for r in found]
+
+
+def _floor(row: Row) -> float | None:
+    """What the trivial predictor scores on the claim's dev items (both sides share them)."""
+    return next((c.floor_value for c in row.cells if c.floor_value is not None), None)
 
 
 def _budget_header(budget: dict[str, Any]) -> str:
@@ -175,7 +183,10 @@ def _verdict(row: Row) -> str:
     c = row.contrast
     if c.verdict == stats.NOT_MEASURED:
         return f"{stats.NOT_MEASURED}: {row.reason}" if row.reason else stats.NOT_MEASURED
-    return f"{c.estimate:+.1f} [{c.low:+.1f}, {c.high:+.1f}] {c.verdict}"
+    flags = [f"{side} **{cell.floor_status}**" for side, cell in zip("AB", row.cells)
+             if cell.floor_status not in (stats.ABOVE_FLOOR, stats.NOT_MEASURED)]
+    means = " vs ".join(f"{cell.mean:.1f}" for cell in row.cells)
+    return f"{c.estimate:+.1f} [{c.low:+.1f}, {c.high:+.1f}] {c.verdict} ({means}{''.join('; ' + f for f in flags)})"
 
 
 def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, runs: tuple[int, int]) -> str:
@@ -205,9 +216,13 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
               "largest is unresolved.", "", *table(["claim", "fine-tuning budget", "where it resolves"], summary), ""]
     for claim in spec["claims"]:
         mine = [r for r in found if r.claim["id"] == claim["id"]]
+        floors = [(r.cells[0].floor_name, _floor(r)) for r in mine if _floor(r) is not None]
+        floor = f" Floor ({floors[0][0]}): {floors[0][1]:.1f}." if floors else ""
         lines += [f"## {claim['text']}", "",
                   f"A − B, {mine[0].metric}: `{claim['a'][0]}` {claim['a'][1]} vs `{claim['b'][0]}` "
-                  f"{claim['b'][1]} on {claim['task']}.", "", f"![{claim['id']}](scaling/{claim['id']}.png)", ""]
+                  f"{claim['b'][1]} on {claim['task']}, then A's and B's means over seeds.{floor} A side the "
+                  "bootstrap cannot tell from the floor on the same items is flagged.", "",
+                  f"![{claim['id']}](scaling/{claim['id']}.png)", ""]
         grid = []
         for steps in spec["pretrain_steps"]:
             at = [r for r in mine if r.steps == steps]
