@@ -21,14 +21,19 @@ from tests.helpers import REPO, free_port
 Run = Callable[[list[str], Path], subprocess.CompletedProcess]
 
 
+def copy_env(repo: Path, shared_data: Path) -> dict[str, str]:
+    """The environment of a command in a copy of the repo: the real data mirror, W&B offline, the copy's code."""
+    return {**os.environ, "BERTLAB_DATA_MIRROR": str(shared_data), "WANDB_MODE": "offline",
+            "PYTHONPATH": str(repo / "src"),  # the copy's code and conf/, not the installed checkout's
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
 @pytest.fixture(scope="module")
 def run(shared_data: Path) -> Run:
     """Runs a command in a copy of the repo against the real data mirror (the tests are skipped without it)."""
     def run_in(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-        env = {**os.environ, "BERTLAB_DATA_MIRROR": str(shared_data), "WANDB_MODE": "offline",
-               "PYTHONPATH": str(cwd / "src"),  # the copy's code and conf/, not the installed checkout's
-               "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+        done = subprocess.run(cmd, cwd=cwd, env=copy_env(cwd, shared_data), capture_output=True, text=True,
+                              timeout=1800)
         assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         return done
 
@@ -144,10 +149,21 @@ def test_a_queued_experiment_reruns_only_what_its_params_change(repo: Path, run:
     assert "sst2-seeds" in shown
 
 
+def readme_section(heading: str) -> str:
+    """The text under the README's `## heading`, to the next `## `."""
+    return (REPO / "README.md").read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
 def readme_block(heading: str, index: int) -> list[str]:
     """The command lines of the `index`-th bash block under the README's `heading`."""
-    section = (REPO / "README.md").read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    return [line for line in re.findall(r"```bash\n(.*?)```", section, re.S)[index].splitlines() if line.strip()]
+    block = re.findall(r"```bash\n(.*?)```", readme_section(heading), re.S)[index]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def pipeline_files(repo: Path) -> dict[str, int]:
+    """Every pipeline output file under the copy's data/ (not runs by hand, logs or W&B) with its mtime."""
+    return {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
+            if p.is_file() and p.relative_to(repo / "data").parts[0] not in ("hand", "hydra", "wandb")}
 
 
 def wait_for_queue(repo: Path, run: Run) -> str:
@@ -167,16 +183,14 @@ def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) ->
                    cwd=repo, check=True)
     wandb_runs = len(list((repo / "data/wandb/wandb").glob("offline-run-*")))
     sweep, finetune = readme_block("Experiments", 0)
-    pipeline = {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
-                if p.is_file() and p.relative_to(repo / "data").parts[0] not in ("hand", "hydra", "wandb")}
+    pipeline = pipeline_files(repo)
     done = run(["bash", "-c", sweep], repo)
     assert "profile=smoke (params.yaml's" in done.stderr
     for name in ("sweep_L3_H768_A12", "sweep_L6_H768_A12"):
         assert json.loads((repo / f"data/hand/pretrain/{name}/metrics.json").read_text())["steps"] == 20
     run(["bash", "-c", finetune], repo)
     assert json.loads((repo / "data/hand/finetune/sst2-sweep_L3/metrics.json").read_text())["status"] == "ok"
-    assert pipeline == {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
-                        if p.is_file() and p.relative_to(repo / "data").parts[0] not in ("hand", "hydra", "wandb")}
+    assert pipeline == pipeline_files(repo)
     assert "up to date" in run(["dvc", "status"], repo).stdout
 
     here, queue_sst2, queue_lr, start, show, views = readme_block("Experiments", 1)
@@ -204,18 +218,12 @@ def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) ->
     assert (repo / "dvc_plots/index.html").exists()
 
 
-def readme_section(heading: str) -> str:
-    return (REPO / "README.md").read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-
-
 def slurm_task(repo: Path, rank: int, tasks: int, port: int, cmd: list[str], shared_data: Path) -> subprocess.Popen:
     """What `srun` starts as task `rank` of `tasks` on one node (the variables Lightning's SLURMEnvironment reads)."""
-    env = {**os.environ, "BERTLAB_DATA_MIRROR": str(shared_data), "WANDB_MODE": "offline",
-           "PYTHONPATH": str(repo / "src"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "bertlab", "SLURM_NTASKS": str(tasks),
-           "SLURM_NTASKS_PER_NODE": str(tasks), "SLURM_NNODES": "1", "SLURM_NODEID": "0", "SLURM_PROCID": str(rank),
-           "SLURM_LOCALID": str(rank), "SLURM_NODELIST": "localhost", "SLURM_SUBMIT_DIR": str(repo),
-           "MASTER_PORT": str(port)}
+    env = {**copy_env(repo, shared_data), "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "bertlab",
+           "SLURM_NTASKS": str(tasks), "SLURM_NTASKS_PER_NODE": str(tasks), "SLURM_NNODES": "1", "SLURM_NODEID": "0",
+           "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank), "SLURM_NODELIST": "localhost",
+           "SLURM_SUBMIT_DIR": str(repo), "MASTER_PORT": str(port)}
     return subprocess.Popen(cmd, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -226,22 +234,19 @@ def test_the_readmes_hand_run_and_cluster_commands_run_as_written(repo: Path, ru
     it), then `dvc commit`, after which DVC takes the stage as done."""
     run(["dvc", "repro"], repo)
     hand = re.search(r"`(python -m bertlab\.pretrain [^`]*name=[^`]*)`", readme_section("The pipeline")).group(1)
-    pipeline = {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
-                if p.is_file() and p.relative_to(repo / "data").parts[0] not in ("hand", "hydra", "wandb")}
+    pipeline = pipeline_files(repo)
     run(["bash", "-c", hand], repo)
     name = re.search(r"name=(\S+)", hand).group(1)
     record = json.loads((repo / "data/hand/pretrain" / name / "metrics.json").read_text())
     assert record["objective"] == "mlm" and record["steps"] > 0
-    assert pipeline == {str(p): p.stat().st_mtime_ns for p in (repo / "data").rglob("*")
-                        if p.is_file() and p.relative_to(repo / "data").parts[0] not in ("hand", "hydra", "wandb")}
+    assert pipeline == pipeline_files(repo)
 
     scaling_out = readme_section("Scaling out")
     one_node = re.search(r"`(python -m bertlab\.pretrain -cd data/configs/pretrain -cn bert impl\.devices=\d+)`",
                          scaling_out).group(1)
     done = run(["bash", "-c", one_node], repo)
     assert "nothing to do" in done.stdout + done.stderr
-    script = re.findall(r"```bash\n(.*?)```", scaling_out, re.S)[0]
-    srun = next(line.strip() for line in script.splitlines() if line.strip().startswith("srun "))
+    srun = next(line.strip() for line in readme_block("Scaling out", 0) if line.strip().startswith("srun "))
     cmd = [re.sub(r"^impl\.devices=\d+$", "impl.devices=2", re.sub(r"^impl\.num_workers=\d+$", "impl.num_workers=0",
                                                                     arg)) for arg in shlex.split(srun)[1:]]
     assert cmd[:2] == ["python", "-m"] and "impl.devices=2" in cmd
