@@ -18,7 +18,10 @@ log = logging.getLogger(__name__)
 
 
 def stop_on_signals() -> None:
-    """SIGTERM and SIGINT raise `Interrupted` in this process (its forked workers die of them as before). Under DVC
+    """SIGTERM and SIGINT raise `Interrupted` in this process (its forked workers die of them as before), which from
+    then on ignores the death of its children: Ctrl-C and `timeout` signal the whole process group, and the data
+    loader's SIGCHLD handler would otherwise raise its "DataLoader worker ... is killed by signal" over the one-line
+    stop. Under DVC
     (`DVC_STAGE` set), the death of the process that started this one counts as a SIGTERM: `dvc repro` stopped by
     SIGTERM exits at once without passing it on, which left its stage running as an orphan."""
     owner = os.getpid()
@@ -28,6 +31,7 @@ def stop_on_signals() -> None:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         raise Interrupted(signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -341,14 +341,16 @@ bertlab.pretrain.run()
 
 
 def slow_pretrain(data: Path, tmp: Path, name: str, stderr: Path, launcher: list[str] | None = None,
-                  env: dict | None = None) -> tuple[subprocess.Popen, int]:
-    """The slowed run started (through `launcher`, e.g. a stand-in for DVC), once it is training past step READY_AT:
-    the process started and the pretraining process's pid."""
+                  env: dict | None = None, extra: tuple[str, ...] = (),
+                  new_session: bool = False) -> tuple[subprocess.Popen, int]:
+    """The slowed run started (through `launcher`, e.g. a stand-in for DVC; in a process group of its own with
+    `new_session`), once it is training past step READY_AT: the process started and the pretraining process's pid."""
     script = tmp / "slow.py"
     script.write_text(SLOW_SCRIPT)
-    cmd = [sys.executable, str(script), f"data_dir={data}", *TINY, *RUN, "impl.reuse_twins=false", f"name={name}"]
+    cmd = [sys.executable, str(script), f"data_dir={data}", *TINY, *RUN, "impl.reuse_twins=false", f"name={name}",
+           *extra]
     proc = subprocess.Popen([*(launcher or []), *cmd], stdout=subprocess.PIPE, stderr=stderr.open("w"), text=True,
-                            env={**os.environ, "READY_AT": "5", **(env or {})})
+                            env={**os.environ, "READY_AT": "5", **(env or {})}, start_new_session=new_session)
     for line in proc.stdout:  # the progress bar writes there too, without line ends
         if "READY " in line:
             return proc, int(line.split("READY ")[1].split()[0])
@@ -376,6 +378,19 @@ def test_a_signal_stops_pretraining_in_seconds_in_one_line_and_keeps_its_checkpo
     assert line.startswith(f"error: stopped by {signal.Signals(signum).name}")
     assert torch.load(checkpoint(prepared, f"stop_{signum}"), weights_only=True)["global_step"] == 4
     assert not (prepared / f"pretrain/stop_{signum}").exists()
+
+
+def test_a_signal_to_its_process_group_stops_a_run_with_loader_workers_in_one_line(
+        prepared: Path, tmp_path: Path) -> None:
+    """Ctrl-C and `timeout` signal the whole process group: the data loader's workers die of it too, and the loader's
+    error about them ("DataLoader worker ... is killed by signal") must not replace the one-line stop."""
+    proc, pid = slow_pretrain(prepared, tmp_path, "stop_group", tmp_path / "stderr", extra=("impl.num_workers=2",),
+                              new_session=True)
+    os.killpg(os.getpgid(pid), signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    line = one_error_line(subprocess.CompletedProcess([], proc.returncode, "", (tmp_path / "stderr").read_text()))
+    assert line.startswith("error: stopped by SIGTERM")
 
 
 def test_a_watched_parent_that_dies_stops_its_stage(tmp_path: Path) -> None:

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Pretrained vs scratch at BERT-base on one GPU, in one call (repo root; carry `.whl` and `.gpu`): pretrain `bert`
+# with run.sh's pilot recipe for STEPS steps of 256 x 128 on the pack, build `scratch` (never trained, the same
+# architecture), then fine-tune both on SST-2 (16,000 examples) and CoNLL-2003 (all 14,041 sentences), one epoch of
+# BERT's recipe (the gpu profile: batch 32, lr 2e-5), seeds 1 and 2, every run in parallel on the GPU, full dev sets.
+# Each run's metrics.json and items.json come back in $OUT/finetune.tar.gz for the paired verdicts
+# (benchmarks/gpu/verdicts.py). .gpu/tasks.tar.xz holds the two tasks as the download stage saves them.
+#   bash benchmarks/gpu/finetune_pilot.sh    STEPS (900), LIMIT (200 s a phase); EXTRA="..." adds overrides to every run
+set -uo pipefail
+OUT=${OUT:-/tmp/bertlab-gpu}
+STEPS=${STEPS:-900}
+LIMIT=${LIMIT:-200}     # seconds each phase (pretraining, fine-tuning) may take before its runs are stopped
+EXTRA=${EXTRA:-}
+DATA=${DATA:-/tmp/bertlab-ft/data}
+LOGS=$DATA/logs_pilot   # every run's log, in the tarball ($OUT brings back at most 8 files)
+mkdir -p "$OUT" "$LOGS"
+export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+started=$(date +%s)
+stamp() { echo "== $(( $(date +%s) - started )) s: $*"; }
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "error: the carried wheels did not install"; exit 1; }
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}
+python3 -c "import tarfile,sys; [tarfile.open(p).extractall(sys.argv[1]) for p in sys.argv[2:]]" "$DATA" \
+  .gpu/pack.tar.xz .gpu/tasks.tar.xz || { echo "error: .gpu/pack.tar.xz or .gpu/tasks.tar.xz is missing"; exit 1; }
+
+COMMON=(profile=gpu corpus.max_chars=100000000 pretrain_data.dupe_factor=1 "data_dir=$DATA" "out_dir=$DATA" logger=csv
+        impl.devices=1 impl.compile=false impl.reuse_twins=false pretrain.positions=rotary pretrain.dropout=0.0)
+stamp "pretrain bert ($STEPS steps) and scratch"
+timeout $LIMIT python3 -m bertlab.pretrain "${COMMON[@]}" name=bert impl.num_workers=4 pretrain.max_steps=$STEPS \
+  pretrain.warmup_steps=$(( STEPS / 10 )) pretrain.val_every_steps=$(( STEPS / 4 )) \
+  pretrain.checkpoint_every_steps=$(( STEPS * 2 )) pretrain.lr=5.0e-4 pretrain.grad_clip=0.5 \
+  objective.mlm_probability=0.4 $EXTRA > "$LOGS/pretrain_bert.log" 2>&1 &
+bert=$!
+python3 -m bertlab.pretrain "${COMMON[@]}" name=scratch impl.num_workers=0 pretrain.max_steps=0 $EXTRA \
+  > "$LOGS/pretrain_scratch.log" 2>&1
+wait $bert || { echo "error: pretraining bert failed"; tail -n 20 "$LOGS/pretrain_bert.log"; exit 1; }
+grep "held-out" "$LOGS/pretrain_bert.log"
+
+stamp "fine-tune: {bert, scratch} x {sst2, conll2003} x seeds {1, 2}"
+pids=()
+for encoder in bert scratch; do
+  for task in sst2 conll2003; do
+    limit=null; [ $task = sst2 ] && limit=16000
+    for seed in 1 2; do
+      name=$task-$encoder-$seed
+      timeout $LIMIT python3 -m bertlab.finetune "${COMMON[@]}" name=$name task=$task finetune.encoder=$encoder \
+        seed=$seed \
+        impl.num_workers=1 finetune.epochs=1 finetune.max_train_examples=$limit $EXTRA > "$LOGS/ft_$name.log" 2>&1 &
+      pids+=($!)
+    done
+  done
+done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+stamp "fine-tuning done, $failed run(s) failed"
+(cd "$DATA" && find finetune pretrain logs_pilot -maxdepth 2 \( -name metrics.json -o -name '*items.json' \
+  -o -name metrics.csv -o -name '*.log' \) | tar -czf "$OUT/finetune.tar.gz" -T -)
+for f in "$LOGS"/ft_*.log; do grep -H -E "error|Error" "$f" | tail -n 2; done
+python3 benchmarks/gpu/verdicts.py "$DATA" "$OUT/verdicts.csv"
+stamp "end"

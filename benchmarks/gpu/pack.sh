@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds the data pack for the BERT-base pilots of benchmarks/gpu/run.sh and finetune_pilot.sh (a GPU machine with no
+# internet and no ../shared/data): the stages download (corpus, SST-2, CoNLL-2003), tokenizer and pretrain_data at the
+# `gpu` profile on about 100M characters of the mirror's corpus, then `.gpu/pack.tar.xz` holding only what
+# `bertlab.pretrain` reads for `objective=mlm_nsp` (`name=bert`): tokenizer/ and, of pretrain_data/, train_nsp/,
+# heldout_nsp/, unigram_counts.npy and stats.json, paths relative to the data dir (`tar -C <data_dir> -xf
+# .gpu/pack.tar.xz`), and .gpu/tasks.tar.xz the two tasks.
+# xz, not zstd: run.sh unpacks with Python's tarfile, which reads xz but (before Python 3.14) not zstd, and the GPU
+# image need not have a zstd binary.
+# `.gpu/` is kept out of git through .git/info/exclude.
+#   bash benchmarks/gpu/pack.sh [data_dir]     (repo root, the project's venv active; default /tmp/bertlab-gpupack/data)
+# Env: BERTLAB_DATA_MIRROR (default ../shared/data), MAX_CHARS (corpus.max_chars, default 100_000_000),
+#      PACK (the tarball's path, default .gpu/pack.tar.xz). About 6 minutes on 2 cores (23 MiB).
+set -euo pipefail
+
+DATA=${1:-/tmp/bertlab-gpupack/data}
+MAX_CHARS=${MAX_CHARS:-100_000_000}
+[ -f pyproject.toml ] && [ -d src/bertlab ] || { echo "error: run from the repo root" >&2; exit 2; }
+export BERTLAB_DATA_MIRROR=${BERTLAB_DATA_MIRROR:-$(cd .. && pwd)/shared/data}
+[ -d "$BERTLAB_DATA_MIRROR" ] || { echo "error: no mirror at $BERTLAB_DATA_MIRROR (BERTLAB_DATA_MIRROR)" >&2; exit 2; }
+export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1
+PACK=${PACK:-.gpu/pack.tar.xz}
+
+# The pretraining corpus and the fine-tuning pilot's two tasks: every other task of conf/download/default.yaml removed.
+NO_TASKS=()
+for task in cola mrpc qqp stsb mnli qnli rte wnli squad; do NO_TASKS+=("~download.tasks.$task"); done
+OVERRIDES=(profile=gpu "corpus.max_chars=$MAX_CHARS" pretrain_data.dupe_factor=1 tokenizer.vocab_size=30522
+           impl.data_processes=2 impl.num_workers=0 logger=none "${NO_TASKS[@]}")
+
+mkdir -p "$DATA"
+echo "data dir $DATA; mirror $BERTLAB_DATA_MIRROR; overrides: ${OVERRIDES[*]}"
+for stage in download tokenizer pretrain_data; do
+  began=$EPOCHREALTIME
+  python -m "bertlab.$stage" "data_dir=$DATA" "${OVERRIDES[@]}"
+  awk -v s="$stage" -v a="$began" -v b="$EPOCHREALTIME" 'BEGIN {printf "== %s: %.1f s wall\n", s, b - a}'
+done
+
+FILES=(tokenizer pretrain_data/train_nsp pretrain_data/heldout_nsp pretrain_data/unigram_counts.npy
+       pretrain_data/stats.json)
+for f in "${FILES[@]}"; do [ -e "$DATA/$f" ] || { echo "error: $DATA/$f is missing" >&2; exit 1; }; done
+mkdir -p "$(dirname "$PACK")"
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
+began=$EPOCHREALTIME
+tar -C "$DATA" --sort=name --owner=0 --group=0 --numeric-owner -cf - "${FILES[@]}" | xz -T2 -9e > "$PACK.tmp"
+mv "$PACK.tmp" "$PACK"
+awk -v a="$began" -v b="$EPOCHREALTIME" 'BEGIN {printf "== pack: %.1f s wall\n", b - a}'
+# SST-2 and CoNLL-2003 as the download stage saves them, for finetune_pilot.sh
+tar -C "$DATA" --sort=name --owner=0 --group=0 --numeric-owner -cJf .gpu/tasks.tar.xz download/tasks/sst2 \
+  download/tasks/conll2003
+python - "$DATA/pretrain_data/stats.json" <<'EOF'
+import json, sys
+stats = json.load(open(sys.argv[1]))
+print("train_tokens", stats["train_tokens"], "instances", stats["instances"], "documents", stats["documents"])
+EOF
+du -sh "${FILES[@]/#/$DATA/}"
+awk -v p="$PACK" -v n="$(stat -c %s "$PACK")" 'BEGIN {printf "%s: %.1f MiB (%d bytes)\n", p, n / 1048576, n}'
