@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Pretrained vs scratch at BERT-base on one GPU, in one call (repo root; carry `.whl` and `.gpu`): pretrain `bert`
 # with run.sh's pilot recipe for STEPS steps of 256 x 128 on the pack, build `scratch` (never trained, the same
-# architecture), then fine-tune both on SST-2 (16,000 examples) and CoNLL-2003 (all 14,041 sentences), one epoch of
-# BERT's recipe (the gpu profile: batch 32, lr 2e-5), seeds 1 and 2, every run in parallel on the GPU, full dev sets.
-# Each run's metrics.json and items.json come back in $OUT/finetune.tar.gz for the paired verdicts
-# (benchmarks/gpu/verdicts.py). .gpu/tasks.tar.xz holds the two tasks as the download stage saves them.
-#   bash benchmarks/gpu/finetune_pilot.sh    STEPS (900), LIMIT (200 s a phase); EXTRA="..." adds overrides to every run
+# architecture), then fine-tune both on SST-2 (16,000 examples), CoNLL-2003 (all 14,041 sentences) and SQuAD v1.1
+# (16,000 questions), one epoch of BERT's recipe (the gpu profile: batch 32, lr 2e-5), seeds 1 and 2, every run in
+# parallel on the GPU, full dev sets. Each run's metrics.json and items.json come back in $OUT/finetune.tar.gz for the
+# paired verdicts (benchmarks/gpu/verdicts.py). .gpu/tasks.tar.xz holds the tasks as the download stage saves them.
+#   bash benchmarks/gpu/finetune_pilot.sh    STEPS (1600), WARMUP (250), LIMIT (250 s a phase), TASKS (all three);
+#                                            EXTRA="..." adds overrides to every run (the last value of a key wins)
 set -uo pipefail
 OUT=${OUT:-/tmp/bertlab-gpu}
-STEPS=${STEPS:-900}
-LIMIT=${LIMIT:-200}     # seconds each phase (pretraining, fine-tuning) may take before its runs are stopped
+STEPS=${STEPS:-1600}
+LIMIT=${LIMIT:-250}     # seconds each phase (pretraining, fine-tuning) may take before its runs are stopped
+TASKS=${TASKS:-sst2 conll2003 squad}
+WARMUP=${WARMUP:-250}   # steps: 203 learned, 80 stayed on the unigram plateau (pilots/gpu_pilot_2026-11-27.md)
 EXTRA=${EXTRA:-}
 DATA=${DATA:-/tmp/bertlab-ft/data}
 LOGS=$DATA/logs_pilot   # every run's log, in the tarball ($OUT brings back at most 8 files)
@@ -30,7 +33,7 @@ COMMON=(profile=gpu corpus.max_chars=100000000 pretrain_data.dupe_factor=1 "data
         impl.devices=1 impl.compile=false impl.reuse_twins=false pretrain.positions=rotary pretrain.dropout=0.0)
 stamp "pretrain bert ($STEPS steps) and scratch"
 timeout $LIMIT python3 -m bertlab.pretrain "${COMMON[@]}" name=bert impl.num_workers=4 pretrain.max_steps=$STEPS \
-  pretrain.warmup_steps=$(( STEPS / 10 )) pretrain.val_every_steps=$(( STEPS / 4 )) \
+  pretrain.warmup_steps=$WARMUP pretrain.val_every_steps=$(( STEPS / 4 )) \
   pretrain.checkpoint_every_steps=$(( STEPS * 2 )) pretrain.lr=5.0e-4 pretrain.grad_clip=0.5 \
   objective.mlm_probability=0.4 $EXTRA > "$LOGS/pretrain_bert.log" 2>&1 &
 bert=$!
@@ -39,16 +42,17 @@ python3 -m bertlab.pretrain "${COMMON[@]}" name=scratch impl.num_workers=0 pretr
 wait $bert || { echo "error: pretraining bert failed"; tail -n 20 "$LOGS/pretrain_bert.log"; exit 1; }
 grep "held-out" "$LOGS/pretrain_bert.log"
 
-stamp "fine-tune: {bert, scratch} x {sst2, conll2003} x seeds {1, 2}"
+stamp "fine-tune: {bert, scratch} x {$TASKS} x seeds {1, 2}"
+declare -A BUDGET=([sst2]=finetune.max_train_examples=16000 [conll2003]=finetune.max_train_examples=null
+                   [squad]=finetune.squad_max_train_examples=16000)
 pids=()
 for encoder in bert scratch; do
-  for task in sst2 conll2003; do
-    limit=null; [ $task = sst2 ] && limit=16000
+  for task in $TASKS; do
     for seed in 1 2; do
       name=$task-$encoder-$seed
       timeout $LIMIT python3 -m bertlab.finetune "${COMMON[@]}" name=$name task=$task finetune.encoder=$encoder \
         seed=$seed \
-        impl.num_workers=1 finetune.epochs=1 finetune.max_train_examples=$limit $EXTRA > "$LOGS/ft_$name.log" 2>&1 &
+        impl.num_workers=1 finetune.epochs=1 ${BUDGET[$task]} $EXTRA > "$LOGS/ft_$name.log" 2>&1 &
       pids+=($!)
     done
   done

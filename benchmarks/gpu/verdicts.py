@@ -25,7 +25,7 @@ def columns(part: dict) -> dict[str, np.ndarray]:
 
 def main(data: Path, out: Path | None) -> None:
     rows = []
-    for task in ("sst2", "conll2003"):
+    for task in ("sst2", "conll2003", "squad"):
         items = {side: [json.loads(p.read_text()) for p in sorted(data.glob(f"finetune/{task}-{side}-*/items.json"))]
                  for side in ("bert", "scratch")}
         if not items["bert"] or not items["scratch"]:
