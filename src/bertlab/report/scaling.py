@@ -126,13 +126,15 @@ def csv_rows(found: list[Row]) -> list[list[Any]]:
              r.budget.get("lr"), _number(r.contrast.estimate), _number(r.contrast.low), _number(r.contrast.high),
              r.contrast.verdict, r.contrast.n_items, f"{r.contrast.runs_a}/{r.contrast.runs_b}",
              _number(r.pretrain.get("heldout_ppl")), _number(r.pretrain.get("heldout_unigram_ppl")), r.reason,
-             *(_number(c.mean) for c in r.cells), _number(_floor(r)), *(c.floor_status for c in r.cells)]
+             *(_number(c.mean) for c in r.cells), _number(_floored(r).floor_value),
+             *(c.floor_status for c in r.cells)]
             for r in found]
 
 
-def _floor(row: Row) -> float | None:
-    """What the trivial predictor scores on the claim's dev items (both sides share them)."""
-    return next((c.floor_value for c in row.cells if c.floor_value is not None), None)
+def _floored(row: Row) -> Cell:
+    """A side whose floor was scored (its `floor_name` and `floor_value` are the claim's: both sides share the items),
+    else an unrun cell (no floor)."""
+    return next((c for c in row.cells if c.floor_value is not None), Cell(NOT_RUN))
 
 
 def _budget_header(budget: dict[str, Any]) -> str:
@@ -216,8 +218,8 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
               "largest is unresolved.", "", *table(["claim", "fine-tuning budget", "where it resolves"], summary), ""]
     for claim in spec["claims"]:
         mine = [r for r in found if r.claim["id"] == claim["id"]]
-        floors = [(r.cells[0].floor_name, _floor(r)) for r in mine if _floor(r) is not None]
-        floor = f" Floor ({floors[0][0]}): {floors[0][1]:.1f}." if floors else ""
+        scored = next((c for c in map(_floored, mine) if c.floor_value is not None), Cell(NOT_RUN))
+        floor = f" Floor ({scored.floor_name}): {scored.floor_value:.1f}." if scored.floor_value is not None else ""
         lines += [f"## {claim['text']}", "",
                   f"A − B, {mine[0].metric}: `{claim['a'][0]}` {claim['a'][1]} vs `{claim['b'][0]}` "
                   f"{claim['b'][1]} on {claim['task']}, then A's and B's means over seeds.{floor} A side the "
