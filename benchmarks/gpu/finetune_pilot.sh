@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pretrained vs scratch at BERT-base on one GPU, in one call (repo root; carry `.whl` and `.gpu`): pretrain `bert`
-# with run.sh's pilot recipe for STEPS steps of 256 x 128 on the pack, build `scratch` (never trained, the same
+# with the gpu profile's recipe for STEPS steps of 256 x 128 on the pack, build `scratch` (never trained, the same
 # architecture), then fine-tune both on SST-2 (16,000 examples), CoNLL-2003 (all 14,041 sentences) and SQuAD v1.1
 # (16,000 questions), one epoch of BERT's recipe (the gpu profile: batch 32, lr 2e-5), seeds 1 and 2, every run in
 # parallel on the GPU, full dev sets. Each run's metrics.json and items.json come back in $OUT/finetune.tar.gz for the
@@ -17,25 +17,16 @@ EXTRA=${EXTRA:-}
 DATA=${DATA:-/tmp/bertlab-ft/data}
 LOGS=$DATA/logs_pilot   # every run's log, in the tarball ($OUT brings back at most 8 files)
 mkdir -p "$OUT" "$LOGS"
-export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-started=$(date +%s)
-stamp() { echo "== $(( $(date +%s) - started )) s: $*"; }
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "error: the carried wheels did not install"; exit 1; }
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}
+. benchmarks/gpu/env.sh
 python3 -c "import tarfile,sys; [tarfile.open(p).extractall(sys.argv[1]) for p in sys.argv[2:]]" "$DATA" \
   .gpu/pack.tar.xz .gpu/tasks.tar.xz || { echo "error: .gpu/pack.tar.xz or .gpu/tasks.tar.xz is missing"; exit 1; }
 
-COMMON=(profile=gpu corpus.max_chars=100000000 pretrain_data.dupe_factor=1 "data_dir=$DATA" "out_dir=$DATA" logger=csv
-        impl.devices=1 impl.compile=false impl.reuse_twins=false pretrain.positions=rotary pretrain.dropout=0.0)
+COMMON=("${PACKED[@]}" "data_dir=$DATA" "out_dir=$DATA" logger=csv impl.devices=1 impl.compile=false
+        impl.reuse_twins=false)
 stamp "pretrain bert ($STEPS steps) and scratch"
 timeout $LIMIT python3 -m bertlab.pretrain "${COMMON[@]}" name=bert impl.num_workers=4 pretrain.max_steps=$STEPS \
   pretrain.warmup_steps=$WARMUP pretrain.val_every_steps=$(( STEPS / 4 )) \
-  pretrain.checkpoint_every_steps=$(( STEPS * 2 )) pretrain.lr=5.0e-4 pretrain.grad_clip=0.5 \
-  objective.mlm_probability=0.4 $EXTRA > "$LOGS/pretrain_bert.log" 2>&1 &
+  pretrain.checkpoint_every_steps=$(( STEPS * 2 )) $EXTRA > "$LOGS/pretrain_bert.log" 2>&1 &
 bert=$!
 python3 -m bertlab.pretrain "${COMMON[@]}" name=scratch impl.num_workers=0 pretrain.max_steps=0 $EXTRA \
   > "$LOGS/pretrain_scratch.log" 2>&1

@@ -8,17 +8,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/bertlab-gpu}
 PILOT_SECONDS=${1:-280}
 mkdir -p "$OUT"
-export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-started=$(date +%s)
-stamp() { echo "== $(( $(date +%s) - started )) s: $*"; }
-
-stamp "setup"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "error: the carried wheels did not install"; exit 1; }
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}
+. benchmarks/gpu/env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/env.txt"
 python3 - <<'EOF' 2>&1 | tee -a "$OUT/env.txt"
 import importlib, torch
@@ -48,12 +38,10 @@ stamp "pilot: $steps steps of 256 x 128 (eager benchmark $tps tokens/s) beside t
 wait  # the pack
 pilot_pid=
 if [ -f $PILOT/unpacked ]; then
-  timeout "$PILOT_SECONDS" python3 -m bertlab.pretrain data_dir=$PILOT/data out_dir=$PILOT/data profile=gpu name=bert \
-    corpus.max_chars=100000000 pretrain_data.dupe_factor=1 \
-    logger=csv impl.devices=1 impl.compile=false impl.num_workers=4 impl.reuse_twins=false \
+  timeout "$PILOT_SECONDS" python3 -m bertlab.pretrain "${PACKED[@]}" data_dir=$PILOT/data out_dir=$PILOT/data \
+    name=bert logger=csv impl.devices=1 impl.compile=false impl.num_workers=4 impl.reuse_twins=false \
     pretrain.max_steps=$steps pretrain.warmup_steps=$(( steps / 10 )) pretrain.val_every_steps=$(( steps / 8 )) \
-    pretrain.checkpoint_every_steps=$(( steps * 2 )) pretrain.lr=5.0e-4 pretrain.grad_clip=0.5 pretrain.dropout=0.0 \
-    pretrain.positions=rotary objective.mlm_probability=0.4 > "$OUT/pilot.log" 2>&1 &
+    pretrain.checkpoint_every_steps=$(( steps * 2 )) > "$OUT/pilot.log" 2>&1 &
   pilot_pid=$!
 else
   echo "no pack (.gpu/pack.tar.xz): pilot skipped" | tee "$OUT/pilot.log"

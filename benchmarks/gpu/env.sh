@@ -1,0 +1,12 @@
+# Sourced by run.sh and finetune_pilot.sh on the GPU machine: offline settings, a timer (`stamp`), the carried wheels
+# (.whl: what the image lacks) installed, bertlab on PYTHONPATH, and the settings pack.sh built .gpu's data with.
+export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+started=$(date +%s)
+stamp() { echo "== $(( $(date +%s) - started )) s: $*"; }
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "error: the carried wheels did not install"; exit 1; }
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}
+PACKED=(profile=gpu corpus.max_chars=100000000 pretrain_data.dupe_factor=1)  # the gpu profile's recipe on the pack
