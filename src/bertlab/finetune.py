@@ -27,24 +27,22 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
 
 from bertlab import stage
-from bertlab.data.tasks import Task
+from bertlab.data.tasks import Task, missing_data
 from bertlab.errors import UserError
 from bertlab.evaluate import items_and_floor
 from bertlab.files import atomic_dir, read_json, read_tokenizer, remove_tree, require, write_json
-from bertlab.modeling.export import CONFIG, load_plain, plain_config
-from bertlab.modeling.heads import feature_signature
+from bertlab.modeling.export import load_encoder
 from bertlab.modeling.model import BertEncoder
-from bertlab.runs import RESULT_KEYS, cell_fields, copy_twin, find_twin, run_key, values_at
+from bertlab.runs import cell_fields, cell_key, reuse
 from bertlab.training.finetune_module import FinetuneModule
 from bertlab.training.kinds import KINDS, Lengths
 from bertlab.training.task_datamodule import TaskDataModule
-from bertlab.training.trainer import fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
+from bertlab.training.trainer import make_loggers, make_trainer, on_cuda
 
 log = logging.getLogger(__name__)
 
@@ -65,62 +63,11 @@ def task_of(cfg: DictConfig) -> Task:
         raise UserError(f"task: {err}") from err
 
 
-def missing_data_reason(data_dir: Path, task: str) -> str | None:
-    """Why the task has no data (the download stage left a `NO_DATA` note), or None if its data is there."""
-    task_dir = require(data_dir / "download" / "tasks" / task, "download")
-    note = task_dir / "NO_DATA"
-    return note.read_text().strip() if note.exists() else None
-
-
-def load_tokenizer(data_dir: Path) -> tuple[Tokenizer, Path]:
-    path = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    return read_tokenizer(path), path
-
-
 def encoder_dir(cfg: DictConfig) -> Path:
     """The folder of pretraining run `finetune.encoder`: in `out_dir` (one pretrained by hand beside this run) if it
     is there, else the pipeline's in `data_dir`."""
     own = Path(cfg.out_dir) / "pretrain" / cfg.finetune.encoder
     return own if own.exists() else Path(cfg.data_dir) / "pretrain" / cfg.finetune.encoder
-
-
-def load_encoder(
-    d: Path, dropout: float, tokenizer: Tokenizer, tokenizer_file: Path,
-) -> tuple[BertEncoder, bool, str | None]:
-    """The encoder of the pretraining run in `d` with the given dropout, whether it is causal (objective "ltr"),
-    and its objective. Its vocabulary must be the tokenizer's: ids beyond it would crash the embedding lookup,
-    and a smaller tokenizer would silently map text to the wrong embeddings."""
-    if not (d / "model.pt").exists() or not (d / CONFIG).exists():
-        raise UserError(f"encoder {d.name!r}: no pretrained model in {d} (run the pretrain stage with name={d.name})")
-    vocab, tokens = plain_config(d / CONFIG).vocab_size, tokenizer.get_vocab_size()
-    if vocab != tokens:
-        raise UserError(f"{tokenizer_file} has {tokens} tokens but {d / CONFIG} has vocab_size {vocab}: "
-                        f"the encoder was pretrained with another tokenizer (rerun pretrain with this one)")
-    model, _ = load_plain(d, dropout=dropout, attention_dropout=dropout)
-    objective = read_json(d / "metrics.json").get("objective") if (d / "metrics.json").exists() else None
-    if objective is None:
-        log.warning("%s has no metrics.json objective: treating the encoder as bidirectional", d)
-    return model.encoder, objective == "ltr", objective
-
-
-def cell_key(cfg: DictConfig) -> str | None:
-    """The run key of a cell: the code, its result settings but the encoder's name, the encoder's own run key (a twin
-    encoder, copied from another run, has the same), the tokenizer and the task's data. Frozen features enter as
-    what they compute (`feature_signature`), and not at all when fine-tuning. None if the encoder has no key (it was
-    not written by this pretrain stage)."""
-    ft = cfg.finetune
-    metrics = encoder_dir(cfg) / "metrics.json"
-    encoder = read_json(metrics).get("run_key") if metrics.exists() else None
-    if encoder is None:
-        return None
-    settings = values_at(cfg, RESULT_KEYS["finetune"])
-    settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
-    num_layers = plain_config(metrics.parent / CONFIG).num_layers
-    settings["finetune"]["features"] = (feature_signature(ft.features, num_layers)
-                                        if ft.mode != "finetune" else None)
-    data_dir = Path(cfg.data_dir)
-    inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]
-    return run_key({"settings": settings, "encoder": encoder}, inputs)
 
 
 def task_data(cfg: DictConfig, task: Task, tokenizer: Tokenizer, positions: int) -> TaskDataModule:
@@ -153,35 +100,19 @@ def build_module(cfg: DictConfig, task: Task, encoder: BertEncoder, causal: bool
     return module
 
 
-def make_trainer(cfg: DictConfig, work_dir: Path, steps_per_epoch: int) -> pl.Trainer:
-    """Lightning's trainer with the loggers writing into `work_dir` (the run's files until it completes)."""
-    loggers = make_loggers(cfg, "finetune", work_dir)
-    return pl.Trainer(
-        max_epochs=cfg.finetune.epochs, **trainer_devices(cfg.impl), gradient_clip_val=cfg.finetune.grad_clip,
-        logger=loggers, log_every_n_steps=min(10, steps_per_epoch),
-        callbacks=[LearningRateMonitor("step"), progress_bar()], enable_checkpointing=False,
-        enable_model_summary=False,
-        default_root_dir=work_dir, num_sanity_val_steps=0,
-    )
-
-
 def finetune(cfg: DictConfig) -> Result:
     """Run the stage on `cfg` (the composed Hydra config); writes `data/finetune/<name>/` and returns its record."""
     task = task_of(cfg)
-    data_dir = Path(cfg.data_dir)
     out_dir = Path(cfg.out_dir) / "finetune" / cfg.name
+    reason = missing_data(Path(cfg.data_dir) / "download" / "tasks" / task.name)
     record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
-    reason = missing_data_reason(data_dir, task.name)
     if reason is not None:
         return no_data(out_dir, record, reason)
-    key = cell_key(cfg)
-    twin = find_twin(out_dir.parent, cfg.name, key) if key and cfg.impl.reuse_twins else None
-    if twin is not None:
+    key = cell_key(cfg, encoder_dir(cfg))
+    fields = {k: record[k] for k in ("name", "encoder", "features")}  # what a copied twin's record takes from this
+    if key and cfg.impl.reuse_twins and (twin := reuse(out_dir.parent, cfg.name, key, fields,
+                                                       copy=rank_zero_only.rank == 0)):
         own = twin.name == cfg.name
-        if own:
-            log.info("%s is finished with this code, these settings and inputs: nothing to do", twin)
-        elif rank_zero_only.rank == 0:
-            copy_twin(twin, out_dir, {k: record[k] for k in ("name", "encoder", "features")})
         if rank_zero_only.rank > 0:
             return Result(record, finished_before=own)
         return Result(read_json(out_dir / "metrics.json"), items=read_json(out_dir / "items.json"),
@@ -202,31 +133,36 @@ def no_data(out_dir: Path, record: dict[str, Any], reason: str) -> Result:
 def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir: Path) -> Result:
     """Fine-tune the encoder on the task, score the dev set once, write metrics.json, items.json, the curve."""
     ft, data_dir = cfg.finetune, Path(cfg.data_dir)
-    tokenizer, tokenizer_file = load_tokenizer(data_dir)
+    work_root = Path(cfg.out_dir) / "checkpoints" / "finetune"
+    work_dir = work_root / cfg.name
+    if rank_zero_only.rank == 0:  # DDP re-runs this script in every rank: only the first one cleans up
+        remove_tree(work_dir, work_root)
+    tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
+    tokenizer = read_tokenizer(tokenizer_file)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    encoder, causal, objective = load_encoder(encoder_dir(cfg), ft.dropout, tokenizer, tokenizer_file)
+    encoder, objective = load_encoder(encoder_dir(cfg), ft.dropout, tokenizer.get_vocab_size(), tokenizer_file)
+    causal = objective == "ltr"
     data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)
     log.debug("%s on %s (%s, causal=%s): %d training examples (%d rows), eval %s", cfg.name, task.name, objective,
              causal, data.train_examples, len(data.train_rows), data.eval_examples)
     module = build_module(cfg, task, encoder, causal)
     module.evaluators = data.evaluators
 
-    work_root = Path(cfg.out_dir) / "checkpoints" / "finetune"
-    work_dir = work_root / cfg.name
-    if rank_zero_only.rank == 0:  # DDP re-runs this script in every rank: only the first one cleans up
-        remove_tree(work_dir, work_root)
-    trainer = make_trainer(cfg, work_dir, max(1, math.ceil(len(data.train_rows) / ft.batch_size)))
+    steps_per_epoch = max(1, math.ceil(len(data.train_rows) / ft.batch_size))
     # finetune.batch_size is the global batch: each process loads its share (Lightning's distributed sampler)
-    data.batch_size = fit_global_batch(trainer, ft.batch_size, cfg.impl.max_device_batch, "finetune.batch_size")
+    trainer, data.batch_size = make_trainer(
+        cfg.impl, make_loggers(cfg, "finetune", work_dir), work_dir, ("finetune.batch_size", ft.batch_size),
+        max_epochs=ft.epochs, gradient_clip_val=ft.grad_clip, log_every_n_steps=min(10, steps_per_epoch))
     data.pin_memory = on_cuda(trainer)
+    train, evals = data.train_dataloader(), data.val_dataloader()
     start = time.perf_counter()
     with warnings.catch_warnings():  # evaluation runs once, after training, by `validate`
         warnings.filterwarnings("ignore", message=".*no `val_dataloader`.*")
         warnings.filterwarnings("ignore", message=".*module\\(s\\) in eval mode.*")  # a frozen encoder, on purpose
-        trainer.fit(module, train_dataloaders=data.train_dataloader())
+        trainer.fit(module, train_dataloaders=train)
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    trainer.validate(module, datamodule=data, verbose=False)
+    trainer.validate(module, dataloaders=evals, verbose=False)
     eval_seconds = time.perf_counter() - start
 
     first, lengths = task.eval_splits[0], data.lengths

@@ -23,14 +23,13 @@ from __future__ import annotations
 import logging
 import math
 import pickle
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import LearningRateMonitor, ThroughputMonitor
+from lightning.pytorch.callbacks import ThroughputMonitor
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -46,15 +45,9 @@ from bertlab.modeling.model import BertConfig, flops_per_token
 from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord
 from bertlab.training.pretrain_datamodule import PretrainData
 from bertlab.training.pretrain_module import PretrainModule, plain_state_dict
-from bertlab.training.trainer import fit_global_batch, make_loggers, on_cuda, progress_bar, trainer_devices
+from bertlab.training.trainer import make_loggers, make_trainer, on_cuda
 
 log = logging.getLogger(__name__)
-
-
-def run_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:
-    """sha256 of all that changes a run's result: the code, the results-affecting settings (with the held-out masks'
-    seed) and the input files (directories: every file in them)."""
-    return runs.run_key(runs.values_at(cfg, [*runs.RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
 
 
 def resume_from(ckpt_dir: Path, key: str, max_steps: int,
@@ -188,16 +181,11 @@ def run(cfg: DictConfig) -> bool:
     if cfg.impl.compile:
         module.model.compile()  # in place: the state dict keeps its keys, so checkpoints resume either way
 
-    key = run_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
-                        counts_file, *([short_dir] if short_steps else [])])
-    twin = runs.find_twin(out_root / "pretrain", cfg.name, key) if cfg.impl.reuse_twins else None
-    if twin is not None and twin.name == cfg.name:
-        log.info("%s is finished with this code, these settings and inputs: nothing to do", twin)
-        return True
-    if twin is not None:
-        if rank_zero_only.rank == 0:
-            runs.copy_twin(twin, out_root / "pretrain" / cfg.name, {"name": cfg.name})
-        return False
+    key = runs.pretrain_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
+                                  counts_file, *([short_dir] if short_steps else [])])
+    if cfg.impl.reuse_twins and (twin := runs.reuse(out_root / "pretrain", cfg.name, key, {"name": cfg.name},
+                                                    copy=rank_zero_only.rank == 0)):
+        return twin.name == cfg.name
     ckpt_dir = out_root / "checkpoints" / "pretrain" / f"{cfg.name}-{key[:12]}"
     shapes = {name: tuple(t.shape) for name, t in module.state_dict().items()}
     resume = resume_from(ckpt_dir, key, p.max_steps, shapes) if p.max_steps > 0 else None
@@ -205,19 +193,14 @@ def run(cfg: DictConfig) -> bool:
         log.info("resuming from %s", resume)
     loggers = make_loggers(cfg, "pretrain", ckpt_dir)
     record = RunRecord(key, loggers[0])
-    trainer = pl.Trainer(
-        max_steps=p.max_steps, max_epochs=-1,
-        **trainer_devices(cfg.impl), gradient_clip_val=p.grad_clip,
-        check_val_every_n_epoch=None,
-        logger=loggers, log_every_n_steps=10, use_distributed_sampler=False, enable_checkpointing=False,
-        callbacks=[
-            record, EpochEndCheckpoint(ckpt_dir / "last.ckpt"), LearningRateMonitor("step"), progress_bar(),
-            ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0],
-                              length_fn=lambda b: int(b["attention_mask"].sum())),
-        ],
-        default_root_dir=ckpt_dir, num_sanity_val_steps=0, enable_model_summary=False,  # parameters: logged above
+    throughput = ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0],
+                                   length_fn=lambda b: int(b["attention_mask"].sum()))
+    trainer, micro = make_trainer(
+        cfg.impl, loggers, ckpt_dir, ("pretrain.batch_size", p.batch_size),
+        [record, EpochEndCheckpoint(ckpt_dir / "last.ckpt"), throughput], max_steps=p.max_steps, max_epochs=-1,
+        gradient_clip_val=p.grad_clip, check_val_every_n_epoch=None, log_every_n_steps=10,
+        use_distributed_sampler=False,
     )
-    micro = fit_global_batch(trainer, p.batch_size, cfg.impl.max_device_batch, "pretrain.batch_size")
     trainer.val_check_interval = p.val_every_steps * trainer.accumulate_grad_batches  # in batches: optimizer steps
     # for ThroughputMonitor's FLOP/s: full batches, the labelled fraction predicted (all positions for LTR)
     module.flops_per_batch = micro * seq * flops_per_token(

@@ -1,5 +1,5 @@
 """What identifies a run's result: its run key (the code, the result settings, the input files) and its twins,
-finished runs under another name with the same key, whose outputs it reuses."""
+finished runs under another name with the same key, whose outputs it reuses (both training stages)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.files import atomic_dir, read_json, write_json
+from bertlab.modeling.features import feature_signature
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,41 @@ def run_key(settings: dict[str, Any], inputs: Iterable[Path]) -> str:
                 with path.open("rb") as f:
                     h.update(hashlib.file_digest(f, "sha256").digest())
     return h.hexdigest()
+
+
+def pretrain_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:
+    """The run key of a pretraining run: its result settings (with the held-out masks' seed) and input files."""
+    return run_key(values_at(cfg, [*RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
+
+
+def cell_key(cfg: DictConfig, encoder: Path) -> str | None:
+    """The run key of a fine-tuning cell on the pretraining run in folder `encoder`: the code, its result settings
+    but the encoder's name, the encoder's own run key (a twin encoder, copied from another run, has the same), the
+    tokenizer and the task's data. Frozen features enter as what they compute (`feature_signature`), and not at all
+    when fine-tuning. None if the encoder has no key or no config (it was not written by the pretrain stage)."""
+    ft, metrics, config = cfg.finetune, encoder / "metrics.json", encoder / "config.json"
+    encoder_key = read_json(metrics).get("run_key") if metrics.exists() else None
+    num_layers = read_json(config).get("num_layers") if config.exists() else None
+    if encoder_key is None or not isinstance(num_layers, int):
+        return None
+    settings = values_at(cfg, RESULT_KEYS["finetune"])
+    settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
+    settings["finetune"]["features"] = feature_signature(ft.features, num_layers) if ft.mode != "finetune" else None
+    data_dir = Path(cfg.data_dir)
+    inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]
+    return run_key({"settings": settings, "encoder": encoder_key}, inputs)
+
+
+def reuse(runs_dir: Path, name: str, key: str, fields: dict[str, Any], copy: bool) -> Path | None:
+    """The finished run whose outputs are run `name`'s, or None when it has to train: `name` itself, finished with
+    `key` (nothing to do), else a twin with `key`, whose outputs are copied as `name`'s (with `fields`) where `copy`
+    (the first process of a multi-process run)."""
+    twin = find_twin(runs_dir, name, key)
+    if twin is not None and twin.name == name:
+        log.info("%s is finished with this code, these settings and inputs: nothing to do", twin)
+    elif twin is not None and copy:
+        copy_twin(twin, Path(runs_dir) / name, fields)
+    return twin
 
 
 def find_twin(runs_dir: Path, name: str, key: str) -> Path | None:

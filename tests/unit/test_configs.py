@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 
 from bertlab.configs import runs, write_all
 from bertlab.errors import UserError
-from bertlab.runs import RESULT_KEYS
+from bertlab.runs import RESULT_KEYS, pretrain_key
 from bertlab.stage import CONF_DIR, follow_params
 from tests.helpers import REPO
 
@@ -111,8 +111,6 @@ def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_the_key_holds_the_global_batch_not_how_devices_split_it(tmp_path: Path) -> None:
-    from bertlab.pretrain import run_key
-
     keys = {}
     for name, overrides in {
         "one": [], "two": ["impl.devices=2", "impl.strategy=ddp"], "nodes": ["impl=gpu", "impl.num_nodes=2"],
@@ -121,7 +119,7 @@ def test_the_key_holds_the_global_batch_not_how_devices_split_it(tmp_path: Path)
         params = {**PARAMS, "pretrain": {"bert": ["objective=mlm_nsp", *overrides]}, "finetune": {}}
         write_all(params, tmp_path / name)
         cfg = compose_with("profile=smoke", *overrides)
-        keys[name] = ((tmp_path / name / "pretrain/bert.key.yaml").read_text(), run_key(cfg, []))
+        keys[name] = ((tmp_path / name / "pretrain/bert.key.yaml").read_text(), pretrain_key(cfg, []))
     assert keys["one"] == keys["two"] == keys["nodes"] == keys["accumulated"]  # key file and run key alike
     assert keys["bigger"][0] != keys["one"][0] and keys["bigger"][1] != keys["one"][1]
     assert yaml.safe_load(keys["bigger"][0])["pretrain"]["batch_size"] == 32

@@ -17,7 +17,7 @@ from bertlab.files import write_json
 from bertlab.finetune import finetune
 from bertlab.metrics import glue_metrics
 from bertlab.modeling.export import CONFIG, load_plain
-from bertlab.modeling.heads import FEATURES
+from bertlab.modeling.features import FEATURES
 from bertlab.stage import CONF_DIR
 from bertlab.training.finetune_module import FinetuneModule
 from tests.helpers import finetune_config, save_encoder

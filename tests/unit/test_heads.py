@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from bertlab.modeling.heads import FEATURES, BiLSTM, LayerFeatures, LinearHead, ScalarMix, SpanHead, feature_signature
+from bertlab.modeling.features import FEATURES, feature_signature
+from bertlab.modeling.heads import BiLSTM, LayerFeatures, LinearHead, ScalarMix, SpanHead
 
 H, L = 8, 5  # hidden size, transformer layers
 

@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 
 from bertlab.data.masking import OBJECTIVES
 from bertlab.errors import UserError
-from bertlab.modeling.heads import FEATURES
+from bertlab.modeling.features import FEATURES
 from bertlab.settings import CHOICES, check, check_name
 from bertlab.stage import CONF_DIR
 from bertlab.tokenizer import new_tokenizer

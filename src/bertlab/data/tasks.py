@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 from tokenizers import Tokenizer
 
 from bertlab.data.vocab import IGNORE_INDEX
+from bertlab.files import require
 from bertlab.settings import CHOICES
 
 
@@ -47,6 +49,12 @@ class Task:
                 object.__setattr__(self, key, tuple(value))
         if self.label_names is not None and len(self.label_names) != self.num_labels:
             raise ValueError(f"task {self.name}: {len(self.label_names)} label_names but num_labels={self.num_labels}")
+
+
+def missing_data(task_dir: Path) -> str | None:
+    """Why the task downloaded to `task_dir` has no data (the download stage's `NO_DATA` note), or None if it has."""
+    note = require(task_dir, "download") / "NO_DATA"
+    return note.read_text().strip() if note.exists() else None
 
 
 @contextmanager

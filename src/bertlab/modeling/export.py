@@ -10,6 +10,7 @@ position table, pooler or NSP head (those stay in `model.pt`).
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict
@@ -21,7 +22,10 @@ from torch import Tensor, nn
 
 from bertlab.data.vocab import SPECIAL_TOKENS
 from bertlab.errors import UserError
-from bertlab.modeling.model import BertConfig, BertForPretraining
+from bertlab.files import read_json
+from bertlab.modeling.model import BertConfig, BertEncoder, BertForPretraining
+
+log = logging.getLogger(__name__)
 
 PLAIN_WEIGHTS, HF_WEIGHTS, CONFIG = "model.pt", "model.safetensors", "config.json"
 HF_SPECIAL_TOKENS = dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL_TOKENS))
@@ -83,6 +87,24 @@ def load_plain(
     model = BertForPretraining(config, nsp="nsp.weight" in state)
     load_checked(model, state, d / PLAIN_WEIGHTS, d / CONFIG)
     return model, config
+
+
+def load_encoder(directory: Path, dropout: float, vocab_size: int, tokenizer_file: Path) -> tuple[BertEncoder, str | None]:
+    """The encoder of the pretraining run in `directory` with the given dropout, and its objective (its metrics.json's:
+    "ltr" for a left-to-right LM). Its vocabulary must be the tokenizer's (`vocab_size` tokens, in `tokenizer_file`):
+    ids beyond it would crash the embedding lookup, and a smaller tokenizer would silently map text to the wrong
+    embeddings."""
+    d = Path(directory)
+    if not (d / PLAIN_WEIGHTS).exists() or not (d / CONFIG).exists():
+        raise UserError(f"encoder {d.name!r}: no pretrained model in {d} (run the pretrain stage with name={d.name})")
+    if (vocab := plain_config(d / CONFIG).vocab_size) != vocab_size:
+        raise UserError(f"{tokenizer_file} has {vocab_size} tokens but {d / CONFIG} has vocab_size {vocab}: "
+                        f"the encoder was pretrained with another tokenizer (rerun pretrain with this one)")
+    model, _ = load_plain(d, dropout=dropout, attention_dropout=dropout)
+    objective = read_json(d / "metrics.json").get("objective") if (d / "metrics.json").exists() else None
+    if objective is None:
+        log.warning("%s has no metrics.json objective: treating the encoder as bidirectional", d)
+    return model.encoder, objective
 
 
 def hf_prefix(config: BertConfig) -> str:

@@ -1,5 +1,6 @@
-"""The Trainer set-up both training stages share: devices and nodes, the global batch's split, loggers, the
-progress bar, and the optimizer: AdamW's parameter groups and fused form, BERT's learning-rate schedule."""
+"""The Trainer set-up both training stages share (`make_trainer`): devices and nodes, the global batch's split,
+loggers, the progress bar, and the optimizer: AdamW's parameter groups and fused form, BERT's learning-rate
+schedule."""
 
 from __future__ import annotations
 
@@ -45,6 +46,24 @@ def trainer_devices(impl: DictConfig) -> dict[str, Any]:
     search."""
     return {"accelerator": impl.accelerator, "devices": impl.devices, "num_nodes": num_nodes(impl),
             "strategy": impl.strategy, "precision": impl.precision}
+
+
+def make_trainer(impl: DictConfig, loggers: list, work_dir: Path, batch: tuple[str, int],
+                 callbacks: Sequence[Any] = (), **options: Any) -> tuple[Any, int]:
+    """A training stage's Lightning Trainer and its per-device micro-batch: the devices and nodes of `impl`,
+    `loggers`, `callbacks` then the learning rate logged each step and the run's progress bar; no sanity validation,
+    model summary or Lightning checkpoint (`options`: the stage's own Trainer arguments). The global batch `batch`
+    (its setting's name, its size) is split over the devices, with gradient accumulation (`fit_global_batch`)."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import LearningRateMonitor
+
+    trainer = pl.Trainer(
+        **trainer_devices(impl), logger=loggers, default_root_dir=work_dir,
+        callbacks=[*callbacks, LearningRateMonitor("step"), progress_bar()], enable_checkpointing=False,
+        enable_model_summary=False, num_sanity_val_steps=0, **options,
+    )
+    setting, size = batch
+    return trainer, fit_global_batch(trainer, size, impl.max_device_batch, setting)
 
 
 def split_batch(global_batch: int, world_size: int, max_device_batch: int | None, setting: str) -> tuple[int, int]:
