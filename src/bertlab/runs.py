@@ -77,10 +77,14 @@ def cell_key(cfg: DictConfig, encoder: Path) -> str | None:
     """The run key of a fine-tuning cell on the pretraining run in folder `encoder`: the code, its result settings
     but the encoder's name, the encoder's own run key (a twin encoder, copied from another run, has the same), the
     tokenizer and the task's data. Frozen features enter as what they compute (`feature_signature`), and not at all
-    when fine-tuning. None if the encoder has no key or no config (it was not written by the pretrain stage)."""
-    ft, metrics, config = cfg.finetune, encoder / "metrics.json", encoder / "config.json"
+    when fine-tuning. None if the encoder has no key or no readable config (it was not written by the pretrain
+    stage; loading it then says what is wrong)."""
+    ft, metrics = cfg.finetune, encoder / "metrics.json"
     encoder_key = read_json(metrics).get("run_key") if metrics.exists() else None
-    num_layers = read_json(config).get("num_layers") if config.exists() else None
+    try:
+        num_layers = json.loads((encoder / "config.json").read_text(encoding="utf-8"))["num_layers"]
+    except (OSError, ValueError, TypeError, KeyError):  # missing, not JSON, not a model's config
+        num_layers = None
     if encoder_key is None or not isinstance(num_layers, int):
         return None
     settings = values_at(cfg, RESULT_KEYS["finetune"])
