@@ -246,7 +246,8 @@ def run(cfg: DictConfig) -> bool:
       "heldout_kind": kind, "run_key": key,
         })
     remove_tree(ckpt_dir, ckpt_dir.parent)
-    log.info("held-out perplexity %.2f (unigram floor %.2f) after %d steps", ppl, floor_ppl, trainer.global_step)
+    log.info("%s: held-out perplexity %.2f (unigram floor %.2f) after %d steps", cfg.name, ppl, floor_ppl,
+             trainer.global_step)
     return False
 
 
