@@ -89,7 +89,9 @@ def load_plain(
     return model, config
 
 
-def load_encoder(directory: Path, dropout: float, vocab_size: int, tokenizer_file: Path) -> tuple[BertEncoder, str | None]:
+def load_encoder(
+    directory: Path, dropout: float, vocab_size: int, tokenizer_file: Path,
+) -> tuple[BertEncoder, str | None]:
     """The encoder of the pretraining run in `directory` with the given dropout, and its objective (its metrics.json's:
     "ltr" for a left-to-right LM). Its vocabulary must be the tokenizer's (`vocab_size` tokens, in `tokenizer_file`):
     ids beyond it would crash the embedding lookup, and a smaller tokenizer would silently map text to the wrong

@@ -1,6 +1,6 @@
 """Table 7's feature-based strategies: how each combines a frozen encoder's hidden states and which it reads
-(`hidden_states[0]` = embedding output, `hidden_states[i]` = output of layer i). Free of torch, so the settings'
-choices and the run keys of frozen-feature cells (`bertlab.runs`) read the same table as the model
+(`hidden_states[0]` = embedding output, `hidden_states[i]` = output of layer i). Free of torch, so the run keys of
+frozen-feature cells (`bertlab.runs`, which the torch-free `configs` stage imports) read the same table as the model
 (`bertlab.modeling.heads.LayerFeatures`)."""
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from bertlab.modeling.features import feature_signature
 
+
 class ScalarMix(nn.Module):
     """ELMo's scalar mix: `gamma * sum_i softmax(w)_i * h_i`, with learned `w` (initially uniform) and `gamma`."""
 

@@ -35,8 +35,9 @@ class TaskDataModule(pl.LightningDataModule):
     """The training split and the eval splits (`task.eval_splits`, dev sets) of a downloaded task.
 
     Scoring runs once, after training: pass `train_dataloader()` to `Trainer.fit` (so it validates nothing per
-    epoch) and `val_dataloader()` (or the module itself) to `Trainer.validate`. After `setup`: `train_rows`, `eval_rows` and `evaluators`
-    (one per eval split, in order), `train_examples` and `eval_examples` ({split: examples}; SQuAD: questions).
+    epoch) and `val_dataloader()` (or the module itself) to `Trainer.validate`. After `setup`: `train_rows`,
+    `eval_rows` and `evaluators` (one per eval split, in order), `train_examples` and `eval_examples` ({split:
+    examples}; SQuAD: questions).
     """
 
     def __init__(
