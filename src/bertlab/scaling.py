@@ -1,8 +1,9 @@
 """Stage `scaling` (outside `dvc repro`): how much compute each claim needs, pretraining tokens x fine-tuning updates.
 
-`python -m bertlab.scaling` (the grid: `conf/scaling/<profile>.yaml`) pretrains `scaling.encoder` once per budget of
-`scaling.pretrain_steps`, and a never-pretrained `scratch`; fine-tunes each claim's cells at every budget of
-`scaling.finetune_budgets` (training examples, with their own learning rate where one is given) and every seed; then
+`python -m bertlab.scaling` (the grid: `conf/scaling/<profile>.yaml`) pretrains each encoder of `scaling.encoders`
+that a claim names once per budget of `scaling.pretrain_steps` (`scratch`: once, never trained); fine-tunes each
+claim's cells at every budget of `scaling.finetune_budgets` (training examples, with their own learning rate where
+one is given) and every seed (a claim on `ppl` compares the encoders' held-out perplexity and fine-tunes nothing); then
 writes the report (`bertlab.report.scaling`), and with `logger=wandb` logs its rows and figures to one W&B run in
 group "scaling". Every run is a `python -m bertlab.pretrain` or `bertlab.finetune` process taking this command's
 overrides (the sweep's grid axes last), with `data_dir` the sweep's `scaling.work_dir`
@@ -66,6 +67,11 @@ def check_grid(spec: dict[str, Any] | None, columns: dict[str, Any], profile: st
         raise UserError(f"scaling: the profile {profile!r} has no sweep (add conf/scaling/{profile}.yaml)")
     if not spec.get("pretrain_steps") or not all(whole(s, 1) for s in spec["pretrain_steps"]):
         raise UserError(f"scaling.pretrain_steps={spec.get('pretrain_steps')!r}: expected a list of steps >= 1")
+    encoders = spec.get("encoders")
+    if not isinstance(encoders, dict) or not encoders or not all(
+            isinstance(v, list) and all(isinstance(o, str) for o in v) for v in encoders.values()):
+        raise UserError(f"scaling.encoders={encoders!r}: expected names, each with a list of overrides of "
+                        "`python -m bertlab.pretrain`")
     own = spec.get("task_budgets") or {}
     for task, listed in own.items():
         if task not in columns or not isinstance(listed, list) or not listed:
@@ -83,51 +89,65 @@ def check_grid(spec: dict[str, Any] | None, columns: dict[str, Any], profile: st
         raise UserError(f"scaling.workers={spec.get('workers')!r}: expected runs at once, an integer >= 1")
     if not spec.get("seeds") or not all(whole(s, 0) for s in spec["seeds"]):
         raise UserError(f"scaling.seeds={spec.get('seeds')!r}: expected a list of integers")
+    if not isinstance(spec.get("pretrain_overrides", []), list):
+        raise UserError(f"scaling.pretrain_overrides={spec['pretrain_overrides']!r}: expected a list of overrides")
     for i, claim in enumerate(spec.get("claims") or []):
+        ppl = claim.get("task") == report.PPL
+        if not ppl and claim.get("task") not in columns:
+            raise UserError(f"scaling.claims[{i}].task={claim.get('task')!r}: not {report.PPL} or a task of "
+                            "ablations.columns")
         for side in ("a", "b"):
             value = claim.get(side)
-            if not (isinstance(value, list) and len(value) == 2 and value[0] in (report.PRETRAINED, report.SCRATCH)
-                    and value[1] in spec["modes"]):
-                raise UserError(f"scaling.claims[{i}].{side}={value!r}: expected [encoder, mode], the encoder "
-                                f"{report.PRETRAINED} or {report.SCRATCH}, the mode one of {', '.join(spec['modes'])}")
-        if claim.get("task") not in columns:
-            raise UserError(f"scaling.claims[{i}].task={claim.get('task')!r}: not a task of ablations.columns")
+            if not (isinstance(value, list) and len(value) == (1 if ppl else 2) and value[0] in encoders
+                    and (ppl or value[1] in spec["modes"])):
+                want = "[encoder]" if ppl else f"[encoder, mode], the mode one of {', '.join(spec['modes'])}"
+                raise UserError(f"scaling.claims[{i}].{side}={value!r}: expected {want}, the encoder one of "
+                                f"scaling.encoders ({', '.join(encoders)})")
     return spec
 
 
 def cells(spec: dict[str, Any], claims: list[dict[str, Any]], steps: int, encoder: str) -> list[Job]:
-    """The fine-tuning runs of `claims`' sides on `encoder` (pretrained at `steps`, or scratch): every mode, every
+    """The fine-tuning runs of `claims`' sides on `encoder` (its run at `steps`, or scratch): every mode, every
     fine-tuning budget of the task, every seed; each runs after its encoder."""
     run = report.encoder_name(encoder, steps)
     jobs = []
     for claim in claims:
-        modes = [mode for side, mode in (claim["a"], claim["b"]) if side == encoder]
+        if claim["task"] == report.PPL:
+            continue
+        modes = [side[1] for side in (claim["a"], claim["b"]) if side[0] == encoder]
         for mode, budget, seed in product(modes, report.budgets(spec, claim["task"]), spec["seeds"]):
             name = report.cell_name(claim["task"], run, mode, budget["examples"], seed)
             examples = "null" if budget["examples"] is None else budget["examples"]
             lr = [f"finetune.lr={budget['lr']}"] if budget.get("lr") is not None else []
             jobs.append(Job("finetune", name, (
                 f"name={name}", f"finetune.encoder={run}", f"task={claim['task']}", f"seed={seed}",
-                f"finetune.max_train_examples={examples}", *lr, *spec["modes"][mode]), after=run))
+                f"{examples_setting(claim['task'])}={examples}", *lr, *spec["modes"][mode]), after=run))
     return jobs
 
 
+def examples_setting(task: str) -> str:
+    """The setting that caps `task`'s training examples: SQuAD-style span tasks count questions in their own."""
+    kind = OmegaConf.load(Path(stage.CONF_DIR) / "task" / f"{task}.yaml").kind
+    return "finetune.squad_max_train_examples" if kind == "span" else "finetune.max_train_examples"
+
+
 def plan(spec: dict[str, Any], without: set[str] = frozenset()) -> list[Job]:
-    """Every run of the sweep, smallest pretraining budget first: `scratch` and the first encoder, then each next
-    encoder before the previous one's cells (so a second worker fine-tunes while an encoder pretrains); a cell two
-    claims share runs once; no cell of the tasks `without` data."""
+    """Every run of the sweep, budget by budget from the smallest: `scratch` first, then at each budget the encoders
+    the claims name, then their cells (a worker that finds no cell ready pretrains the next budget's encoders); a cell
+    two claims share runs once; nothing for the claims on tasks `without` data."""
     claims = [c for c in spec["claims"] if c["task"] not in without]
-    steps = spec["pretrain_steps"]
+    named = list(dict.fromkeys(side[0] for c in claims for side in (c["a"], c["b"])))
+    trained = [e for e in named if e != report.SCRATCH]
 
-    def pretrain(name: str, max_steps: int) -> Job:
-        return Job("pretrain", name, (f"name={name}", f"pretrain.max_steps={max_steps}"), tuple(spec["encoder"]))
+    def pretrain(encoder: str, steps: int) -> Job:
+        name = report.encoder_name(encoder, steps)
+        return Job("pretrain", name, (f"name={name}", f"pretrain.max_steps={steps}"),
+                   (*spec["encoders"][encoder], *spec.get("pretrain_overrides", [])))
 
-    jobs = [pretrain(report.SCRATCH, 0), pretrain(report.encoder_name(report.PRETRAINED, steps[0]), steps[0]),
-            *cells(spec, claims, steps[0], report.SCRATCH)]
-    for before, now in zip(steps, steps[1:]):
-        jobs += [pretrain(report.encoder_name(report.PRETRAINED, now), now),
-                 *cells(spec, claims, before, report.PRETRAINED)]
-    jobs += cells(spec, claims, steps[-1], report.PRETRAINED)
+    jobs = [pretrain(report.SCRATCH, 0)] if report.SCRATCH in named else []
+    for steps in spec["pretrain_steps"]:
+        jobs += [pretrain(e, steps) for e in trained]
+        jobs += [job for e in named for job in cells(spec, claims, steps, e)]
     return list({job.name: job for job in jobs}.values())
 
 

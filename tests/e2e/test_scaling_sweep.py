@@ -1,5 +1,6 @@
 """End to end: the scaling sweep (`python -m bertlab.scaling`) at the smoke profile, two tiny budgets on each axis,
-on the data dir the first stages prepared from the synthetic mirror (SST-2 and MRPC; CoNLL-2003 has no data)."""
+on the data dir the first stages prepared from the synthetic mirror (SST-2 and MRPC; CoNLL-2003, QNLI and SQuAD have
+no data): every claim of the sweep's grid, its SST-2 and held-out perplexity claims measured."""
 
 from __future__ import annotations
 
@@ -11,10 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
 from bertlab.report.scaling import FIELDS
+from bertlab.stage import CONF_DIR
 from tests.helpers import stage
 
-CLAIMS = ("pretraining_sst2", "pretraining_conll2003", "concat_beats_embeddings")
+with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    GRID = OmegaConf.to_container(compose("config", ["profile=smoke"]).scaling, resolve=True)
+CLAIMS = tuple(c["id"] for c in GRID["claims"])
+MEASURED = {c["id"] for c in GRID["claims"] if c["task"] in ("sst2", "ppl")}  # the synthetic mirror's
+ENCODERS = {side[0] for c in GRID["claims"] if c["id"] in MEASURED for side in (c["a"], c["b"])}
 VERDICTS = {"reproduced", "contradicted", "unresolved at this scale"}
 
 
@@ -35,24 +44,29 @@ def read_rows(reports: Path) -> list[dict[str, str]]:
 def test_the_sweep_writes_one_row_per_claim_and_budget_pair(sweep: tuple[Path, Path, str]) -> None:
     work, reports, _ = sweep
     rows = read_rows(reports)
-    assert tuple(rows[0]) == FIELDS and len(rows) == 3 * 2 * 2  # claims x pretraining x fine-tuning budgets
-    assert {(r["claim"], r["pretrain_steps"], r["examples"]) for r in rows} == {
-        (c, s, e) for c in CLAIMS for s in ("2", "4") for e in ("32", "64")}
+    assert tuple(rows[0]) == FIELDS
+    assert {(r["claim"], r["pretrain_steps"], r["examples"]) for r in rows} == {  # claims x pretraining x fine-tuning
+        (c["id"], s, e) for c in GRID["claims"] for s in ("2", "4") for e in (("",) if c["task"] == "ppl" else ("32", "64"))}
     assert "held-out perplexity" in (work / "logs" / "pretrain-bert-4.log").read_text()  # two workers: logs there
     for r in rows:  # smoke: batches of 16 x 64 tokens (TINY: 8 x 64)
         assert int(r["tokens"]) == int(r["pretrain_steps"]) * 8 * 64
         assert float(r["heldout_ppl"]) > 0 and float(r["heldout_unigram_ppl"]) > 0
-    sst2 = [r for r in rows if r["claim"] == "pretraining_sst2"]
+    sst2 = [r for r in rows if r["task"] == "sst2"]
     assert all(r["verdict"] in VERDICTS and r["n_items"] == "32" and r["seeds"] == "1/1" for r in sst2)
-    assert all(math.isfinite(float(r[k])) for r in sst2 for k in ("estimate", "low", "high"))
-    assert all(float(r["low"]) <= float(r["estimate"]) <= float(r["high"]) for r in sst2)
-    assert {(r["A"], r["B"]) for r in sst2 if r["pretrain_steps"] == "4"} == {("bert-4 finetune", "scratch finetune")}
-    conll = [r for r in rows if r["claim"] != "pretraining_sst2"]  # the synthetic mirror has no CoNLL-2003
-    assert all(r["verdict"] == "not measured" and "no data" in r["reason"] and not r["estimate"] for r in conll)
+    ppl = [r for r in rows if r["task"] == "ppl"]  # the held-out instances, paired (seeds: one run a side)
+    assert ppl and all(r["verdict"] in VERDICTS and r["n_items"] == "64" and r["seeds"] == "1/1" for r in ppl)
+    assert all(math.isfinite(float(r[k])) for r in sst2 + ppl for k in ("estimate", "low", "high"))
+    assert all(float(r["low"]) <= float(r["estimate"]) <= float(r["high"]) for r in sst2 + ppl)
+    assert {(r["A"], r["B"]) for r in sst2 if r["pretrain_steps"] == "4" and r["claim"] == "pretraining_sst2"} == {
+        ("bert-4 finetune", "scratch finetune")}
+    others = [r for r in rows if r["claim"] not in MEASURED]  # the synthetic mirror has no CoNLL-2003, QNLI, SQuAD
+    assert others and all(r["verdict"] == "not measured" and "no data" in r["reason"] and not r["estimate"]
+                          for r in others)
     # the sweep's own runs, beside the pipeline's inputs (links), never in data/pretrain or data/finetune
-    assert sorted(p.name for p in (work / "pretrain").iterdir()) == ["bert-2", "bert-4", "scratch"]
+    assert sorted(p.name for p in (work / "pretrain").iterdir()) == sorted(
+        "scratch" if e == "scratch" else f"{e}-{s}" for e in ENCODERS for s in ("2", "4") if e != "scratch" or s == "2")
     assert (work / "finetune" / "sst2-bert-4-finetune-64-1" / "items.json").exists()
-    assert not list((work / "finetune").glob("conll2003-*"))  # a task without data runs nothing
+    assert not list((work / "finetune").glob("conll2003-*")) and not list((work / "finetune").glob("qnli-*"))
     assert all((work / name).is_symlink() for name in ("download", "tokenizer", "pretrain_data"))
     assert not (work.parent / "pretrain").exists() and not (work.parent / "finetune").exists()
 
@@ -72,14 +86,16 @@ def test_a_rerun_trains_nothing(sweep: tuple[Path, Path, str], prepared: Path, m
     itself finished."""
     work, _, _ = sweep
     outputs = {p: p.stat().st_mtime_ns for p in work.glob("*/*/metrics.json")}
-    assert len(outputs) == 3 + 6  # the pretraining runs and the SST-2 cells (bert-2, bert-4, scratch x 2 budgets)
+    cells = {(e, m) for c in GRID["claims"] if c["task"] == "sst2" for e, m in (c["a"], c["b"])}
+    assert len(outputs) == (2 * len(ENCODERS) - 1) + (2 * len(cells) - 1) * 2  # encoders; SST-2 cells x 2 budgets
     done = stage("scaling", prepared, f"scaling.report_dir={tmp_path}", "scaling.pretrain_steps=[4]",
                  "scaling.finetune_budgets=[{examples: 64}]", "scaling.workers=1", mirror=mirror, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert {p: p.stat().st_mtime_ns for p in work.glob("*/*/metrics.json")} == outputs
-    assert (done.stdout + done.stderr).count("nothing to do") == 4  # scratch, bert-4, their SST-2 cells at 64
+    # every encoder at 4 steps and scratch, their SST-2 cells at 64 examples
+    assert (done.stdout + done.stderr).count("nothing to do") == len(ENCODERS) + len(cells)
     assert [(r["claim"], r["pretrain_steps"], r["examples"]) for r in read_rows(tmp_path)] == [
-        (c, "4", "64") for c in CLAIMS]
+        (c["id"], "4", "" if c["task"] == "ppl" else "64") for c in GRID["claims"]]
 
 
 def test_report_only_reports_the_finished_runs_and_starts_none(sweep: tuple[Path, Path, str], prepared: Path,

@@ -16,14 +16,14 @@ from bertlab.errors import UserError
 from bertlab.report import scaling as report
 from bertlab import scaling
 from bertlab.scaling import check_grid, forwarded, plan
-from tests.report_data import items
+from tests.report_data import heldout, items
 
 COLUMNS = {"sst2": {"split": "validation", "metric": "accuracy"}, "conll2003": {"split": "validation", "metric": "f1"}}
 MODES = {"finetune": [], "embeddings": ["finetune.mode=feature_based", "finetune.features=embeddings"],
          "concat_last_four": ["finetune.mode=feature_based", "finetune.features=concat_last_four"]}
 SPEC: dict[str, Any] = {
-    "encoder": ["objective=mlm_nsp"], "modes": MODES, "pretrain_steps": [2, 4], "seeds": [1, 2], "workers": 1,
-    "report_only": False,
+    "encoders": {"bert": ["objective=mlm_nsp"], "scratch": ["objective=mlm_nsp"]}, "pretrain_overrides": ["w=1"],
+    "modes": MODES, "pretrain_steps": [2, 4], "seeds": [1, 2], "workers": 1, "report_only": False,
     "finetune_budgets": [{"examples": 32}, {"examples": None, "lr": 1e-4}],
     "claims": [{"id": "pretraining_sst2", "text": "Pretraining helps: SST-2", "task": "sst2", "a": ["bert", "finetune"],
                 "b": ["scratch", "finetune"]},
@@ -37,9 +37,9 @@ def test_the_plan_pretrains_each_budget_and_runs_each_cell_once() -> None:
     jobs = plan(SPEC)
     pretrain = [j for j in jobs if j.stage == "pretrain"]
     assert [(j.name, j.overrides[-1], j.defaults) for j in pretrain] == [
-        ("scratch", "pretrain.max_steps=0", ("objective=mlm_nsp",)),
-        ("bert-2", "pretrain.max_steps=2", ("objective=mlm_nsp",)),
-        ("bert-4", "pretrain.max_steps=4", ("objective=mlm_nsp",))]
+        ("scratch", "pretrain.max_steps=0", ("objective=mlm_nsp", "w=1")),
+        ("bert-2", "pretrain.max_steps=2", ("objective=mlm_nsp", "w=1")),
+        ("bert-4", "pretrain.max_steps=4", ("objective=mlm_nsp", "w=1"))]
     cells = {j.name: j.overrides for j in jobs if j.stage == "finetune"}
     # SST-2: 3 encoders (scratch once per budget) x 2 budgets x 2 seeds; CoNLL: 2 encoders x 2 modes x 2 x 2
     assert len(cells) == 3 * 2 * 2 + 2 * 2 * 2 * 2 and len(jobs) == 3 + len(cells)
@@ -52,15 +52,42 @@ def test_the_plan_pretrains_each_budget_and_runs_each_cell_once() -> None:
     assert not [j for j in plan(SPEC, {"conll2003"}) if "conll2003" in j.name]
 
 
-def test_each_encoder_pretrains_before_the_previous_ones_cells_and_a_task_may_have_its_own_budgets() -> None:
-    jobs = plan({**SPEC, "task_budgets": {"conll2003": [{"examples": 8}]}})
+NSP = {**SPEC, "encoders": {**SPEC["encoders"], "nonsp": ["objective=mlm"], "L6": ["model=L6_H768_A12"]},
+       "claims": [{"id": "nsp", "text": "NSP helps: SQuAD", "task": "squad", "a": ["bert", "finetune"],
+                   "b": ["nonsp", "finetune"]},
+                  {"id": "depth", "text": "deeper: ppl", "task": "ppl", "a": ["bert"], "b": ["L6"]}]}
+
+
+def test_each_encoder_a_claim_names_pretrains_at_every_budget_before_its_cells() -> None:
+    """Budget by budget: the encoders, then their cells; a `ppl` claim trains nothing more than its encoders; a span
+    task's budget caps its questions; an encoder no claim names is not trained."""
+    jobs = plan({**NSP, "encoders": {**NSP["encoders"], "unused": ["objective=ltr"]}})
     order = [j.name for j in jobs]
-    assert order[:2] == ["scratch", "bert-2"] and jobs[2].after == "scratch"
-    assert order.index("bert-4") < min(order.index(j.name) for j in jobs if j.after == "bert-2")
+    assert [j.name for j in jobs if j.stage == "pretrain"] == ["bert-2", "nonsp-2", "L6-2", "bert-4", "nonsp-4", "L6-4"]
     assert all(order.index(j.after) < order.index(j.name) for j in jobs if j.after)
-    conll = {j.name for j in jobs if j.name.startswith("conll2003")}
-    assert len(conll) == 2 * 2 * 1 * 2 and "conll2003-bert-4-embeddings-8-1" in conll
-    assert len([j for j in jobs if j.name.startswith("sst2")]) == 3 * 2 * 2
+    assert order.index("bert-4") > max(order.index(j.name) for j in jobs if j.after == "bert-2")
+    nonsp = next(j for j in jobs if j.name == "squad-nonsp-4-finetune-32-2")
+    assert nonsp.after == "nonsp-4" and "finetune.squad_max_train_examples=32" in nonsp.overrides
+    assert next(j for j in jobs if j.name == "L6-4").defaults == ("model=L6_H768_A12", "w=1")
+    assert len([j for j in jobs if j.stage == "finetune"]) == 2 * 2 * 2 * 2  # squad: 2 encoders x 2 x 2 budgets x 2 seeds
+    assert [j.name for j in plan(NSP, {"squad"})] == ["bert-2", "L6-2", "bert-4", "L6-4"]
+
+
+def test_a_ppl_claim_compares_held_out_perplexity_on_the_same_instances(tmp_path: Path) -> None:
+    for name, ppl in (("bert-2", 200.0), ("L6-2", 300.0)):
+        (tmp_path / "pretrain" / name).mkdir(parents=True)
+        (tmp_path / "pretrain" / name / "heldout_items.json").write_text(json.dumps(heldout(name, ppl)))
+        (tmp_path / "pretrain" / name / "metrics.json").write_text(json.dumps(
+            {"train_tokens": 1024, "heldout_ppl": ppl, "heldout_unigram_ppl": 1000.0}))
+    found = [r for r in report.rows(NSP, tmp_path, {"squad": {"split": "validation", "metric": "f1"}}, BOOTSTRAP)
+             if r.claim["id"] == "depth"]
+    assert [(r.steps, r.budget) for r in found] == [(2, report.HELDOUT), (4, report.HELDOUT)]
+    two = found[0]
+    assert (two.a, two.b, two.metric, two.ratios) == ("bert-2", "L6-2", "ppl", (0.2, 0.3))
+    assert two.contrast.estimate == pytest.approx(-100.0, rel=1e-6) and two.contrast.verdict == "reproduced"
+    assert found[1].contrast.verdict == "not measured" and found[1].reason == "bert-4: not run; L6-4: not run"
+    text = report.markdown({**NSP, "claims": NSP["claims"][1:]}, found, "smoke", "abc", (3, 3))
+    assert "| 2 steps, 1,024 tokens | 0.200 / 0.300 | -100.0 [" in text and "| held-out instances |" in text
 
 
 def test_the_runs_go_workers_at_once_each_after_its_encoder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -159,15 +186,16 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     assert lines[1].startswith("pretraining_sst2,bert-2 finetune,scratch finetune,sst2,accuracy,2,2457600,32,,30.0,")
     assert ",reproduced,200,2/2,450.0,900.0," in lines[1]
     # each side's mean over seeds beside the floor of the same items (majority class: 60.0), scratch's 61.0 at it
-    assert lines[1].endswith(",91.0,61.0,60.0,above floor,at floor")
+    # ... and each side's held-out perplexity over its unigram floor (scratch: never pretrained)
+    assert lines[1].endswith(",91.0,61.0,60.0,above floor,at floor,0.5,")
     text = (tmp_path / "reports" / "scaling.md").read_text()
     assert "**An interim report: 9 of the sweep's 27 runs are finished**" in text
     report.write(tmp_path / "whole", SPEC, found, "smoke", "abc1234", (27, 27))
     assert "interim" not in (tmp_path / "whole" / "scaling.md").read_text()
-    assert "| 2 steps, 2.46M tokens | 0.500 | +30.0 [" in text and "] reproduced (91.0 vs 61.0; B **at floor**) |" in text
+    assert "| 2 steps, 2.46M tokens | 0.500 / — | +30.0 [" in text and "] reproduced (91.0 vs 61.0; B **at floor**) |" in text
     assert "Floor (the floor): 60.0." in text
-    assert "| 4 steps, not run | — | not measured: bert-4 finetune: not run |" in text
-    assert "| pretraining | held-out ppl / unigram | 32 examples | all examples (lr 0.0001) |" in text
+    assert "| 4 steps, not run | — / — | not measured: bert-4 finetune: not run |" in text
+    assert "| pretraining | held-out ppl / unigram (A / B) | 32 examples | all examples (lr 0.0001) |" in text
     assert ("| Pretraining helps: SST-2 | 32 examples | reproduced at every budget measured (2.46M tokens); 1 of 2 "
             "budgets measured |") in text
     assert "| concat beats embeddings | all examples (lr 0.0001) | not measured |" in text
@@ -181,7 +209,7 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
 def line(*verdicts: str) -> list[report.Row]:
     """One claim at one fine-tuning budget over pretraining budgets of 1, 2, ... steps (1M tokens a step)."""
     nan = float("nan")
-    return [report.Row({}, "a", "b", "accuracy", steps, {"examples": 32}, {"train_tokens": steps * 1_000_000},
+    return [report.Row({}, "a", "b", "accuracy", steps, {"examples": 32}, ({"train_tokens": steps * 1_000_000}, {}),
                        report.stats.Contrast(nan if v == "not measured" else 1.0, nan, nan, v, 10, 1, 1), "")
             for steps, v in enumerate(verdicts, start=1)]
 
@@ -211,8 +239,14 @@ def test_where_a_claim_resolves_is_the_verdict_it_keeps_to_the_largest_budget(ve
     ("task_budgets", {"mnli": [{"examples": 8}]}, "scaling.task_budgets.mnli=[{'examples': 8}]: expected a task"),
     ("claims", [{"task": "sst2", "a": ["bert", "probe"], "b": ["scratch", "finetune"]}],
      "scaling.claims[0].a=['bert', 'probe']: expected [encoder, mode]"),
+    ("claims", [{"task": "sst2", "a": ["bret", "finetune"], "b": ["scratch", "finetune"]}],
+     "scaling.claims[0].a=['bret', 'finetune']: expected [encoder, mode], the mode one of finetune, embeddings, "
+     "concat_last_four, the encoder one of scaling.encoders (bert, scratch)"),
+    ("claims", [{"task": "ppl", "a": ["bert", "finetune"], "b": ["scratch"]}],
+     "scaling.claims[0].a=['bert', 'finetune']: expected [encoder], the encoder one of"),
     ("claims", [{"task": "mnli", "a": ["bert", "finetune"], "b": ["scratch", "finetune"]}],
-     "scaling.claims[0].task='mnli': not a task of ablations.columns"),
+     "scaling.claims[0].task='mnli': not ppl or a task of ablations.columns"),
+    ("encoders", {"bert": "objective=mlm"}, "scaling.encoders={'bert': 'objective=mlm'}: expected names"),
 ])
 def test_a_bad_grid_is_one_line_naming_the_setting(key: str, value: Any, message: str) -> None:
     with pytest.raises(UserError, match=None) as err:
@@ -238,6 +272,9 @@ def test_each_profiles_grid_is_accepted_and_plans_its_runs(profile: str) -> None
     columns = OmegaConf.to_container(cfg.ablations.columns, resolve=True)
     check_grid(spec, columns, profile)
     pretrain = [j for j in plan(spec) if j.stage == "pretrain"]
-    assert len(pretrain) == 1 + len(spec["pretrain_steps"])  # scratch and one encoder per budget
-    if profile != "smoke":  # the whole training set is one of the fine-tuning budgets
+    named = {side[0] for c in spec["claims"] for side in (c["a"], c["b"])}
+    assert len(pretrain) == 1 + (len(named) - 1) * len(spec["pretrain_steps"])  # scratch once, the rest per budget
+    if profile == "gpu":  # the whole training set is one of the fine-tuning budgets
         assert None in [b["examples"] for b in spec["finetune_budgets"]]
+    if profile == "cpu":  # fine-tuning budgets up to a large share of the training set (QNLI: 32k of 105k)
+        assert max(b["examples"] for b in report.budgets(spec, "qnli")) >= 32_000

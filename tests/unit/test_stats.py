@@ -228,3 +228,39 @@ def test_ratio_to_floor_verdicts(ratio: float, bound: float, verdict: str) -> No
 def test_ratio_to_floor_is_not_measured_when_not_finite() -> None:
     run = _lm(np.array([np.inf, 1.0]))
     assert stats.ratio_to_floor(run, _lm(np.array([1.0, 1.0])), 0.5).verdict == stats.NOT_MEASURED
+
+
+@pytest.mark.parametrize("low, high, verdict, paper, where, text", [
+    (-2.5, 1.2, stats.UNRESOLVED, 3.5, "above",
+     "unresolved at this scale; the paper's +3.5 is outside the interval (above it)"),
+    (-6.9, 3.3, stats.UNRESOLVED, 1.6, "inside", "unresolved at this scale; the interval admits the paper's +1.6"),
+    (1.1, 4.4, stats.REPRODUCED, 10.7, "above", "reproduced; the paper's +10.7 is outside the interval (above it)"),
+    (-5.9, -0.3, stats.CONTRADICTED, 0.1, "above", "contradicted; the paper's +0.1 is outside the interval (above it)"),
+    (-1.0, 1.0, stats.UNRESOLVED, -2.0, "below", "unresolved at this scale; the paper's -2.0 is outside the interval "
+     "(below it)"),
+    (-1.0, 1.0, stats.UNRESOLVED, None, None, "unresolved at this scale"),
+    (math.nan, math.nan, stats.NOT_MEASURED, 3.5, None, "not measured"),
+])
+def test_a_verdict_says_whether_its_interval_admits_the_papers_effect(low: float, high: float, verdict: str,
+                                                                      paper: float | None, where: str | None,
+                                                                      text: str) -> None:
+    contrast = stats.Contrast((low + high) / 2, low, high, verdict, 100, 1, 1)
+    assert stats.against_paper(contrast, paper) == where
+    assert stats.reading(contrast, paper) == text
+    if verdict != stats.NOT_MEASURED:
+        assert stats.reading(contrast, paper, compressed=True) == text + "; a side is at its floor, where effects are compressed"
+
+
+def test_on_synthetic_items_an_interval_too_wide_admits_the_paper_and_a_narrow_one_rules_it_out() -> None:
+    """Two classifiers equally good, differing on a fifth of the items: on 200 items the 95% interval is ~9 points wide
+    and admits a paper's +1.0; on 20,000 items of the same kind it is under a point wide and rules the +1.0 out."""
+    rng = np.random.default_rng(0)
+    for n, where in ((200, "inside"), (20_000, "above")):
+        label = rng.integers(0, 2, n)
+        a = np.where(rng.random(n) < 0.75, label, 1 - label)
+        redrawn = np.where(rng.random(n) < 0.75, label, 1 - label)  # as good as A, drawn afresh
+        b = np.where(rng.random(n) < 0.2, redrawn, a)  # B is A but on ~20% of the items
+        contrast = stats.compare([{"pred": a, "label": label}], [{"pred": b, "label": label}], "classification",
+                                 "accuracy", draws=1000)
+        assert contrast.verdict == stats.UNRESOLVED or n == 20_000
+        assert stats.against_paper(contrast, 1.0) == where

@@ -116,11 +116,11 @@ def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]], objectiv
 
 
 def plot_budgets(path: Path, title: str, ylabel: str, lines: dict[str, list[tuple[int, float, float, float]]],
-                 ratios: list[tuple[int, float]]) -> None:
+                 ratios: dict[str, list[tuple[int, float]]]) -> None:
     """The scaling sweep's figure of one claim: A - B with its interval against pretraining tokens (log x), one line
     per fine-tuning budget (`lines`: label -> (tokens, estimate, low, high)), and the zero line; beside it the
-    encoders' held-out perplexity over the unigram floor (`ratios`: (tokens, ratio)). Points not measured are left
-    out, and a panel without any says so."""
+    encoders' held-out perplexity over the unigram floor (`ratios`: encoder -> (tokens, ratio)). Points not measured
+    are left out, and a panel without any says so."""
     fig, (ax, ax_ppl) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
     measured = False
     for i, (label, points) in enumerate(lines.items()):
@@ -132,10 +132,13 @@ def plot_budgets(path: Path, title: str, ylabel: str, lines: dict[str, list[tupl
                         yerr=[[e - lo for _, e, lo, _ in finite], [hi - e for _, e, _, hi in finite]])
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set(xscale="log", xlabel="pretraining tokens", ylabel=ylabel, title=title)
-    if ratios:
-        ax_ppl.plot([t for t, _ in ratios], [r for _, r in ratios], "o-")
-    ax_ppl.set(xscale="log", xlabel="pretraining tokens", ylabel="held-out ppl / unigram ppl", title="The encoder")
-    tokens = sorted({t for points in lines.values() for t, *_ in points} | {t for t, _ in ratios})
+    for encoder, points in ratios.items():
+        ax_ppl.plot([t for t, _ in points], [r for _, r in points], "o-", label=encoder)
+    if len(ratios) > 1:
+        ax_ppl.legend(fontsize=7)
+    ax_ppl.set(xscale="log", xlabel="pretraining tokens", ylabel="held-out ppl / unigram ppl", title="The encoders")
+    tokens = sorted({t for points in lines.values() for t, *_ in points}
+                    | {t for points in ratios.values() for t, _ in points})
     for axis in (ax, ax_ppl):  # a label at each budget run (log axes' own minor labels collide)
         axis.xaxis.set_minor_formatter(NullFormatter())
         if tokens:

@@ -1,5 +1,6 @@
 """The scaling sweep's report: each claim's A - B (paired bootstrap over dev items and seeds, `bertlab.report.stats`)
-at every pretraining budget x fine-tuning budget, with the encoder's held-out perplexity over its unigram floor.
+at every pretraining budget x fine-tuning budget, with each side's held-out perplexity over its unigram floor. A claim
+on `ppl` compares two encoders' held-out perplexity on the same held-out instances (no fine-tuning).
 
 The sweep's runs are named here (`encoder_name`, `cell_name`), so the stage that runs them and this report agree.
 Writes `scaling.md` (where each claim resolves, then per claim its table and figure), `scaling.csv` (one row per
@@ -17,7 +18,7 @@ from typing import Any
 
 from bertlab.files import read_json
 from bertlab.report import stats
-from bertlab.report.cells import Cell, finetune_cell, with_floor
+from bertlab.report.cells import PPL, Cell, finetune_cell, pretrain_cell, with_floor
 from bertlab.report.claims import contrast
 from bertlab.report.collect import NO_DATA, NOT_RUN, Results, read_items
 from bertlab.report.markdown import table
@@ -27,14 +28,15 @@ from bertlab.report.render import write_csv
 PLOT_FIELDS = ("tokens", "estimate", "low", "high", "verdict", "run")  # scaling/<claim>.csv (run: fine-tuning budget)
 FIELDS = ("claim", "A", "B", "task", "metric", "pretrain_steps", "tokens", "examples", "lr", "estimate", "low",
           "high", "verdict", "n_items", "seeds", "heldout_ppl", "heldout_unigram_ppl", "reason", "a_mean", "b_mean",
-          "floor", "a_floor_status", "b_floor_status")
-PRETRAINED, SCRATCH = "bert", "scratch"  # a claim side's encoder: pretrained at the row's budget, or never
+          "floor", "a_floor_status", "b_floor_status", "a_heldout_ratio", "b_heldout_ratio")
+SCRATCH = "scratch"  # the one encoder of `scaling.encoders` never pretrained: one run, whatever the budget
+HELDOUT = {"examples": None, "heldout": True}  # a `ppl` claim's one "budget": the held-out set, no fine-tuning
 UNMEASURED = stats.Contrast(math.nan, math.nan, math.nan, stats.NOT_MEASURED, 0, 0, 0)
 
 
 def encoder_name(encoder: str, steps: int) -> str:
-    """The sweep's pretraining run for a side's encoder at a budget of `steps`: `bert-<steps>`, or `scratch`."""
-    return SCRATCH if encoder == SCRATCH else f"{PRETRAINED}-{steps}"
+    """The sweep's pretraining run of `encoder` at a budget of `steps`: `<encoder>-<steps>`, or `scratch`."""
+    return SCRATCH if encoder == SCRATCH else f"{encoder}-{steps}"
 
 
 def budget_label(examples: int | None) -> str:
@@ -43,7 +45,10 @@ def budget_label(examples: int | None) -> str:
 
 
 def budgets(spec: dict[str, Any], task: str) -> list[dict[str, Any]]:
-    """`task`'s fine-tuning budgets: its own under `task_budgets`, else the sweep's `finetune_budgets`."""
+    """`task`'s fine-tuning budgets: its own under `task_budgets`, else the sweep's `finetune_budgets`; `ppl`'s one
+    pseudo-budget, the held-out set."""
+    if task == PPL:
+        return [HELDOUT]
     return (spec.get("task_budgets") or {}).get(task) or spec["finetune_budgets"]
 
 
@@ -61,21 +66,36 @@ class Row:
     b: str
     metric: str
     steps: int
-    budget: dict[str, Any]  # {examples, lr?}
-    pretrain: dict[str, Any]  # the pretrained encoder's metrics.json ({} if not run)
+    budget: dict[str, Any]  # {examples, lr?}, or HELDOUT
+    pretrain: tuple[dict[str, Any], dict[str, Any]]  # A's and B's encoder's metrics.json ({}: not run, or scratch)
     contrast: stats.Contrast
     reason: str
     cells: tuple[Cell, Cell] = (Cell(NOT_RUN), Cell(NOT_RUN))  # A's and B's, each with its floor on the same items
 
     @property
+    def trained(self) -> dict[str, Any]:
+        """The metrics of the first side's encoder that was pretrained at this budget ({} if none was run)."""
+        return next((p for p in self.pretrain if p.get("train_tokens")), {})
+
+    @property
     def tokens(self) -> int | None:
-        return self.pretrain.get("train_tokens")
+        return self.trained.get("train_tokens")
 
     @property
     def floor_ratio(self) -> float | None:
-        """Held-out perplexity over the unigram perplexity of the same positions."""
-        ppl, unigram = self.pretrain.get("heldout_ppl"), self.pretrain.get("heldout_unigram_ppl")
-        return ppl / unigram if ppl is not None and unigram else None
+        """The pretrained side's held-out perplexity over the unigram perplexity of the same positions."""
+        return ratio(self.trained)
+
+    @property
+    def ratios(self) -> tuple[float | None, float | None]:
+        """Each side's held-out perplexity over its unigram floor (None: not run, or never pretrained)."""
+        return tuple(ratio(p) if p.get("train_tokens") else None for p in self.pretrain)
+
+
+def ratio(pretrain: dict[str, Any]) -> float | None:
+    """A pretraining run's held-out perplexity over the unigram perplexity of the same positions."""
+    ppl, unigram = pretrain.get("heldout_ppl"), pretrain.get("heldout_unigram_ppl")
+    return ppl / unigram if ppl is not None and unigram else None
 
 
 def no_data(work_dir: Path, task: str) -> str | None:
@@ -92,21 +112,32 @@ def read_cell(finetune_dir: Path, names: list[str], task: str, columns: dict[str
     return finetune_cell(Results(records, items, {}, {}, {}, {}, ""), columns, task, {})
 
 
+def read_encoder(pretrain_dir: Path, name: str) -> tuple[dict[str, Any], Cell]:
+    """A pretraining run's metrics.json ({} if not finished) and its held-out perplexity as a cell."""
+    run = pretrain_dir / name
+    metrics = read_json(run / "metrics.json") if (run / "metrics.json").exists() else {}
+    heldout = {name: read_items(run / "heldout_items.json")} if (run / "heldout_items.json").exists() else {}
+    return metrics, pretrain_cell(Results([], {}, {name: metrics} if metrics else {}, heldout, {}, {}, ""), name)
+
+
 def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstrap: dict[str, Any]) -> list[Row]:
     """Every claim of `spec` (the `scaling` config) at every budget pair, decided on the runs under `work_dir`."""
     out = []
     for claim in spec["claims"]:
-        task, metric = claim["task"], columns[claim["task"]]["metric"]
-        why = no_data(work_dir, task)
+        task = claim["task"]
+        metric = PPL if task == PPL else columns[task]["metric"]
+        why = None if task == PPL else no_data(work_dir, task)
         for steps in spec["pretrain_steps"]:
-            pretrained = work_dir / "pretrain" / encoder_name(PRETRAINED, steps) / "metrics.json"
-            pretrain = read_json(pretrained) if pretrained.exists() else {}
+            names = [encoder_name(side[0], steps) for side in (claim["a"], claim["b"])]
+            encoders = [read_encoder(work_dir / "pretrain", name) for name in names]
+            pretrain = tuple(metrics for metrics, _ in encoders)
             for budget in budgets(spec, task):
-                sides = []
-                for encoder, mode in (claim["a"], claim["b"]):
-                    name = encoder_name(encoder, steps)
-                    names = [cell_name(task, name, mode, budget["examples"], s) for s in spec["seeds"]]
-                    sides.append((f"{name} {mode}", read_cell(work_dir / "finetune", names, task, columns)))
+                if task == PPL:
+                    sides = [(name, cell) for name, (_, cell) in zip(names, encoders)]
+                else:
+                    sides = [(f"{name} {mode}", read_cell(work_dir / "finetune", [
+                        cell_name(task, name, mode, budget["examples"], s) for s in spec["seeds"]], task, columns))
+                        for name, (_, mode) in zip(names, (claim["a"], claim["b"]))]
                 (a, cell_a), (b, cell_b) = ((name, with_floor(c, bootstrap)) for name, c in sides)
                 if why is None:
                     result, reason = contrast(cell_a, cell_b, a, b, bootstrap)
@@ -125,9 +156,9 @@ def csv_rows(found: list[Row]) -> list[list[Any]]:
     return [[r.claim["id"], r.a, r.b, r.claim["task"], r.metric, r.steps, r.tokens, r.budget["examples"],
              r.budget.get("lr"), _number(r.contrast.estimate), _number(r.contrast.low), _number(r.contrast.high),
              r.contrast.verdict, r.contrast.n_items, f"{r.contrast.runs_a}/{r.contrast.runs_b}",
-             _number(r.pretrain.get("heldout_ppl")), _number(r.pretrain.get("heldout_unigram_ppl")), r.reason,
+             _number(r.trained.get("heldout_ppl")), _number(r.trained.get("heldout_unigram_ppl")), r.reason,
              *(_number(c.mean) for c in r.cells), _number(_floored(r).floor_value),
-             *(c.floor_status for c in r.cells)]
+             *(c.floor_status for c in r.cells), *(_number(x) for x in r.ratios)]
             for r in found]
 
 
@@ -138,6 +169,8 @@ def _floored(row: Row) -> Cell:
 
 
 def _budget_header(budget: dict[str, Any]) -> str:
+    if budget.get("heldout"):
+        return "held-out instances"
     examples = "all examples" if budget["examples"] is None else f"{budget['examples']:,} examples"
     return examples + (f" (lr {budget['lr']:g})" if budget.get("lr") is not None else "")
 
@@ -220,19 +253,24 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
         mine = [r for r in found if r.claim["id"] == claim["id"]]
         scored = next((c for c in map(_floored, mine) if c.floor_value is not None), Cell(NOT_RUN))
         floor = f" Floor ({scored.floor_name}): {scored.floor_value:.1f}." if scored.floor_value is not None else ""
+        what = "held-out perplexity on the same held-out instances" if claim["task"] == PPL else claim["task"]
         lines += [f"## {claim['text']}", "",
-                  f"A − B, {mine[0].metric}: `{claim['a'][0]}` {claim['a'][1]} vs `{claim['b'][0]}` "
-                  f"{claim['b'][1]} on {claim['task']}, then A's and B's means over seeds.{floor} A side the "
-                  "bootstrap cannot tell from the floor on the same items is flagged.", "",
-                  f"![{claim['id']}](scaling/{claim['id']}.png)", ""]
+                  f"A − B, {mine[0].metric}: {_side(claim['a'])} vs {_side(claim['b'])} on {what}, then A's and "
+                  f"B's means over seeds.{floor} A side the bootstrap cannot tell from the floor on the same items is "
+                  "flagged.", "", f"![{claim['id']}](scaling/{claim['id']}.png)", ""]
         grid = []
         for steps in spec["pretrain_steps"]:
             at = [r for r in mine if r.steps == steps]
-            ratio = at[0].floor_ratio
-            grid.append([_pretraining(at[0]), "—" if ratio is None else f"{ratio:.3f}", *map(_verdict, at)])
-        header = ["pretraining", "held-out ppl / unigram", *map(_budget_header, budgets(spec, claim["task"]))]
+            ratios = " / ".join("—" if x is None else f"{x:.3f}" for x in at[0].ratios)
+            grid.append([_pretraining(at[0]), ratios, *map(_verdict, at)])
+        header = ["pretraining", "held-out ppl / unigram (A / B)", *map(_budget_header, budgets(spec, claim["task"]))]
         lines += [*table(header, grid), ""]
     return "\n".join(lines)
+
+
+def _side(side: list[str]) -> str:
+    """A claim side as the report names it: `encoder` and its fine-tuning mode, if any."""
+    return " ".join([f"`{side[0]}`", *side[1:]])
 
 
 def plot_rows(mine: list[Row]) -> list[list[Any]]:
@@ -243,13 +281,14 @@ def plot_rows(mine: list[Row]) -> list[list[Any]]:
 
 
 def figure(path: Path, claim: dict[str, Any], mine: list[Row], own: list[dict[str, Any]]) -> None:
-    """A claim's A - B with its interval against pretraining tokens, one line per fine-tuning budget, and the
-    encoders' held-out perplexity over the unigram floor beside it."""
+    """A claim's A - B with its interval against pretraining tokens, one line per fine-tuning budget, and each
+    pretrained side's held-out perplexity over the unigram floor beside it."""
     pretrained = [r for r in mine if r.tokens]
     lines = {_budget_header(b): [(r.tokens, r.contrast.estimate, r.contrast.low, r.contrast.high)
                                  for r in pretrained if r.budget == b] for b in own}
-    ratios = sorted({(r.tokens, r.floor_ratio) for r in pretrained if r.floor_ratio is not None})
-    plot_budgets(path, claim["text"], f"A − B ({mine[0].metric})", lines, ratios)
+    ratios = {side[0]: sorted({(r.tokens, r.ratios[i]) for r in pretrained if r.ratios[i] is not None})
+              for i, side in enumerate((claim["a"], claim["b"]))}
+    plot_budgets(path, claim["text"], f"A − B ({mine[0].metric})", lines, {k: v for k, v in ratios.items() if v})
 
 
 def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str, commit: str,

@@ -115,6 +115,31 @@ def floor_status(
     return statuses[contrast.verdict], contrast
 
 
+def against_paper(contrast: Contrast, paper: float | None) -> str | None:
+    """Where the paper's own effect (its A - B) lies against our interval: "inside", "above" or "below" it; None when
+    the paper gives no comparable number or nothing was measured. An unresolved interval that excludes the paper's
+    effect still answers the question at this scale: the effect here is smaller than the paper's (or of the other
+    sign)."""
+    if paper is None or contrast.verdict == NOT_MEASURED or not np.isfinite([contrast.low, contrast.high]).all():
+        return None
+    return "above" if paper > contrast.high else "below" if paper < contrast.low else "inside"
+
+
+def reading(contrast: Contrast, paper: float | None, compressed: bool = False) -> str:
+    """The verdict with what its interval says of the paper's effect, e.g. "unresolved at this scale; the paper's
+    +3.5 is outside the interval (above it)" or "... ; the interval admits the paper's +3.5"; `compressed`: a side
+    is at (or below) its floor, where differences shrink."""
+    where = against_paper(contrast, paper)
+    text = contrast.verdict
+    if where == "inside":
+        text += f"; the interval admits the paper's {paper:+.1f}"
+    elif where is not None:
+        text += f"; the paper's {paper:+.1f} is outside the interval ({where} it)"
+    if compressed and contrast.verdict != NOT_MEASURED:
+        text += "; a side is at its floor, where effects are compressed"
+    return text
+
+
 def summarize(contrasts: Sequence[Contrast]) -> str:
     """One line of verdict counts, e.g. "3 reproduced, 1 contradicted, 10 unresolved at this scale of 14 pairs"."""
     counts = Counter(c.verdict for c in contrasts)
