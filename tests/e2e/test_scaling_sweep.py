@@ -54,7 +54,7 @@ def test_the_sweep_writes_one_row_per_claim_and_budget_pair(sweep: tuple[Path, P
     sst2 = [r for r in rows if r["task"] == "sst2"]
     assert all(r["verdict"] in VERDICTS and r["n_items"] == "32" and r["seeds"] == "1/1" for r in sst2)
     ppl = [r for r in rows if r["task"] == "ppl"]  # the held-out instances, paired (seeds: one run a side)
-    assert ppl and all(r["verdict"] in VERDICTS and r["n_items"] == "64" and r["seeds"] == "1/1" for r in ppl)
+    assert ppl and all(r["verdict"] in VERDICTS and r["n_items"] == "16" and r["seeds"] == "1/1" for r in ppl)
     assert all(math.isfinite(float(r[k])) for r in sst2 + ppl for k in ("estimate", "low", "high"))
     assert all(float(r["low"]) <= float(r["estimate"]) <= float(r["high"]) for r in sst2 + ppl)
     assert {(r["A"], r["B"]) for r in sst2 if r["pretrain_steps"] == "4" and r["claim"] == "pretraining_sst2"} == {
