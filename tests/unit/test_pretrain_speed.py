@@ -8,15 +8,14 @@ import numpy as np
 import pytest
 import torch
 import torch._dynamo
-from hydra import compose, initialize_config_dir
 
 from bertlab.data.instances import create_nsp_instances, create_packed_instances
-from bertlab.modeling.model import BertConfig, BertForPretraining
+from bertlab.modeling.model import BertConfig
 from bertlab.pretrain import make_module
-from bertlab.stage import CONF_DIR
 from bertlab.training import callbacks
 from bertlab.training.pretrain_datamodule import PretrainData
 from bertlab.training.pretrain_module import PretrainModule
+from tests.helpers import gpu_settings
 
 VOCAB = 200
 
@@ -25,14 +24,6 @@ def documents(seed: int = 0) -> list[list[np.ndarray]]:
     rng = np.random.default_rng(seed)
     return [[rng.integers(5, VOCAB, int(rng.integers(2, 40))) for _ in range(int(rng.integers(1, 8)))]
             for _ in range(60)]
-
-
-def gpu_settings(*overrides: str):
-    """The `gpu` profile's composed config at a tiny width (its recipe: rotary, 40% masking, no dropout)."""
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=[
-            "profile=gpu", "model.num_layers=2", "model.hidden_size=32", "model.num_heads=2",
-            "model.intermediate_size=64", *overrides])
 
 
 def training_batch(cfg, instances, rows: int = 16) -> dict:

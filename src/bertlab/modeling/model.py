@@ -273,7 +273,8 @@ class BertForPretraining(nn.Module):
         else:
             labelled = mlm_labels != IGNORE_INDEX
             k = min(scored_per_row, mlm_labels.shape[1])
-            rows = labelled.to(torch.uint8).argsort(dim=1, descending=True, stable=True)[:, :k]  # labelled first, in order
+            # each row's labelled positions first, in order
+            rows = labelled.to(torch.uint8).argsort(dim=1, descending=True, stable=True)[:, :k]
             targets = mlm_labels.gather(1, rows).reshape(-1)
             hidden = out.last_hidden_state.gather(1, rows[..., None].expand(-1, -1, self.config.hidden_size))
             hidden = hidden.reshape(-1, self.config.hidden_size)
