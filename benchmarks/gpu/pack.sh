@@ -4,11 +4,13 @@
 # at the `gpu` profile on about 100M characters of the mirror's corpus, one pass (dupe_factor 1); then
 # .gpu/pack.tar.xz with what `bertlab.pretrain` reads for every objective (tokenizer/ and, of pretrain_data/,
 # train_nsp/, heldout_nsp/, train_packed/, heldout_packed/, unigram_counts.npy, stats.json) and .gpu/tasks.tar.xz with
-# the four tasks, paths relative to the data dir. xz, not zstd: the scripts unpack with Python's tarfile, which reads zstd only from Python 3.14, and
-# the GPU image need not have a zstd binary. `.gpu/` is kept out of git through .git/info/exclude.
+# the four tasks, paths relative to the data dir. xz, not zstd: the scripts unpack with Python's tarfile, which reads
+# zstd only from Python 3.14, and the GPU image need not have a zstd binary. `.gpu/` is kept out of git through
+# .git/info/exclude.
 #   bash benchmarks/gpu/pack.sh [data_dir]     (repo root, the project's venv active; default /tmp/bertlab-gpupack/data)
 # Env: BERTLAB_DATA_MIRROR (default ../shared/data), MAX_CHARS (corpus.max_chars, default 100_000_000),
-#      PACK (the tarball's path, default .gpu/pack.tar.xz; tasks.tar.xz goes beside it). About 10 minutes on 2 cores.
+#      PACK (the tarball's path, default .gpu/pack.tar.xz; tasks.tar.xz goes beside it), FORMATS ("nsp packed"; claim
+#      a needs nsp alone). About 10 minutes on 2 cores; at 3M characters: pack 0.9 MiB, tasks 10.7 MiB.
 set -euo pipefail
 
 DATA=${1:-/tmp/bertlab-gpupack/data}
@@ -18,6 +20,7 @@ export BERTLAB_DATA_MIRROR=${BERTLAB_DATA_MIRROR:-$(cd .. && pwd)/shared/data}
 [ -d "$BERTLAB_DATA_MIRROR" ] || { echo "error: no mirror at $BERTLAB_DATA_MIRROR (BERTLAB_DATA_MIRROR)" >&2; exit 2; }
 export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1
 PACK=${PACK:-.gpu/pack.tar.xz}
+FORMATS=${FORMATS:-nsp packed}   # the instance formats packed: nsp (bert, scratch), packed (nonsp, ltr)
 
 # The pretraining corpus and the claims' four tasks: every other task of conf/download/default.yaml removed.
 NO_TASKS=()
@@ -33,8 +36,8 @@ for stage in download tokenizer pretrain_data; do
   awk -v s="$stage" -v a="$began" -v b="$EPOCHREALTIME" 'BEGIN {printf "== %s: %.1f s wall\n", s, b - a}'
 done
 
-FILES=(tokenizer pretrain_data/train_nsp pretrain_data/heldout_nsp pretrain_data/train_packed
-       pretrain_data/heldout_packed pretrain_data/unigram_counts.npy pretrain_data/stats.json)
+FILES=(tokenizer pretrain_data/unigram_counts.npy pretrain_data/stats.json)
+for format in $FORMATS; do FILES+=(pretrain_data/train_$format pretrain_data/heldout_$format); done
 for f in "${FILES[@]}"; do [ -e "$DATA/$f" ] || { echo "error: $DATA/$f is missing" >&2; exit 1; }; done
 mkdir -p "$(dirname "$PACK")"
 if [ "$(dirname "$PACK")" = .gpu ]; then  # kept out of git

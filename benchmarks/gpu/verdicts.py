@@ -38,12 +38,13 @@ HEADER = ["claim", "task", "metric", "A", "B", "A mean", "B mean", "floor", "A -
 
 
 def encoders(run: Path) -> dict[str, dict[str, Any]]:
-    """Per encoder of `run`: its steps, tokens, held-out perplexity over the unigram and whether it collapsed."""
+    """Per encoder of `run`: shape, steps, tokens, held-out perplexity over the unigram, whether it collapsed."""
     out = {}
     for path in sorted((run / "pretrain").glob("*/metrics.json")):
         m = read_json(path)
         ratio = m["heldout_ppl"] / m["heldout_unigram_ppl"]
-        out[path.parent.name] = {"steps": m["steps"], "tokens": m.get("train_tokens"), "ratio": ratio,
+        shape = "{num_layers}/{hidden_size}/{num_heads}".format(**m["shape"])
+        out[path.parent.name] = {"shape": shape, "steps": m["steps"], "tokens": m.get("train_tokens"), "ratio": ratio,
                                  "collapsed": m["steps"] > 0 and not ratio <= COLLAPSED,
                                  "tokens_per_second": (m.get("throughput") or {}).get("tokens_per_second")}
     return out
@@ -101,8 +102,9 @@ def report(root: Path) -> str:
     for run in runs:
         meta = read_json(run / "run.json")
         rows += verdicts(run, meta["claim"], meta["seeds"], settings)
-        state = ", ".join(f"`{name}` {e['steps']:,} steps, {(e['tokens'] or 0) / 1e6:.1f}M tokens, {e['ratio']:.3f} x "
-                          f"unigram{' (collapsed)' if e['collapsed'] else ''}" for name, e in encoders(run).items())
+        state = ", ".join(f"`{name}` {e['shape']}, {e['steps']:,} steps, {(e['tokens'] or 0) / 1e6:.1f}M tokens, "
+                          f"{e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
+                          for name, e in encoders(run).items())
         about.append(f"- `{run.name}`: claim {meta['claim']} ({CLAIMS[meta['claim']][0]}), {meta['device']}, commit "
                      f"`{meta['commit']}`, `{meta['command']}` in {meta['seconds']} s; {state}")
     table = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]

@@ -46,7 +46,8 @@ def test_a_claim_is_decided_on_its_runs_cells_and_a_collapsed_encoder_tests_noth
         ("sst2", "tests nothing: bert collapsed (> 0.5 x unigram)", "2026-11-29-a")]
     assert rows[0][5:8] == ["90.5", "70.5", "60.0"] and rows[0][10:12] == ["2/2", "200"]  # means, the floor
     assert "`2026-11-28-a`: claim a (pretrained vs scratch), NVIDIA H100 80GB HBM3, commit `abc1234`" in text
-    assert "`bert` 1,400 steps, 45.9M tokens, 0.100 x unigram" in text and "0.667 x unigram (collapsed)" in text
+    assert "`bert` 12/768/12, 1,400 steps, 45.9M tokens, 0.100 x unigram" in text
+    assert "0.667 x unigram (collapsed)" in text
 
 
 def test_with_no_run_committed_the_section_says_so(tmp_path: Path) -> None:
