@@ -139,3 +139,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def gpu_settings(*overrides: str) -> DictConfig:
+    """The `gpu` profile's composed config at a tiny width (its recipe: rotary, 40% masking, no dropout)."""
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name="config", overrides=[
+            "profile=gpu", "model.num_layers=2", "model.hidden_size=32", "model.num_heads=2",
+            "model.intermediate_size=64", *overrides])

@@ -1,4 +1,4 @@
-# Sourced by run.sh and finetune_pilot.sh on the GPU machine: offline settings, a timer (`stamp`), the carried wheels
+# Sourced by run.sh and claim.sh on the GPU machine: offline settings, a timer (`stamp`), the carried wheels
 # (.whl: what the image lacks) installed, bertlab on PYTHONPATH, and the settings pack.sh built .gpu's data with.
 export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 started=$(date +%s)

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# The data of the BERT-base pilots (benchmarks/gpu/run.sh, finetune_pilot.sh) for a GPU machine that reaches neither
-# the hub nor ../shared/data: the stages download (the corpus, SST-2, CoNLL-2003, SQuAD), tokenizer and pretrain_data
+# The data of the BERT-base runs (benchmarks/gpu/run.sh, claim.sh) for a GPU machine that reaches neither the hub
+# nor ../shared/data: the stages download (the corpus, SST-2, CoNLL-2003, SQuAD, QNLI), tokenizer and pretrain_data
 # at the `gpu` profile on about 100M characters of the mirror's corpus, one pass (dupe_factor 1); then
-# .gpu/pack.tar.xz with what `bertlab.pretrain` reads for `objective=mlm_nsp` (tokenizer/ and, of pretrain_data/,
-# train_nsp/, heldout_nsp/, unigram_counts.npy, stats.json) and .gpu/tasks.tar.xz with the three tasks, paths relative
-# to the data dir. xz, not zstd: the scripts unpack with Python's tarfile, which reads zstd only from Python 3.14, and
-# the GPU image need not have a zstd binary. `.gpu/` is kept out of git through .git/info/exclude.
+# .gpu/pack.tar.xz with what `bertlab.pretrain` reads for every objective (tokenizer/ and, of pretrain_data/,
+# train_nsp/, heldout_nsp/, train_packed/, heldout_packed/, unigram_counts.npy, stats.json) and .gpu/tasks.tar.xz with
+# the four tasks, paths relative to the data dir. xz, not zstd: the scripts unpack with Python's tarfile, which reads
+# zstd only from Python 3.14, and the GPU image need not have a zstd binary. `.gpu/` is kept out of git through
+# .git/info/exclude.
 #   bash benchmarks/gpu/pack.sh [data_dir]     (repo root, the project's venv active; default /tmp/bertlab-gpupack/data)
 # Env: BERTLAB_DATA_MIRROR (default ../shared/data), MAX_CHARS (corpus.max_chars, default 100_000_000),
-#      PACK (the tarball's path, default .gpu/pack.tar.xz). About 8 minutes on 2 cores (27 + 8 MiB).
+#      PACK (the tarball's path, default .gpu/pack.tar.xz; tasks.tar.xz goes beside it), FORMATS ("nsp packed"; claim
+#      a needs nsp alone). About 10 minutes on 2 cores; at 3M characters: pack 0.9 MiB, tasks 10.7 MiB.
 set -euo pipefail
 
 DATA=${1:-/tmp/bertlab-gpupack/data}
@@ -18,10 +20,11 @@ export BERTLAB_DATA_MIRROR=${BERTLAB_DATA_MIRROR:-$(cd .. && pwd)/shared/data}
 [ -d "$BERTLAB_DATA_MIRROR" ] || { echo "error: no mirror at $BERTLAB_DATA_MIRROR (BERTLAB_DATA_MIRROR)" >&2; exit 2; }
 export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1
 PACK=${PACK:-.gpu/pack.tar.xz}
+FORMATS=${FORMATS:-nsp packed}   # the instance formats packed: nsp (bert, scratch), packed (nonsp, ltr)
 
-# The pretraining corpus and the fine-tuning pilot's two tasks: every other task of conf/download/default.yaml removed.
+# The pretraining corpus and the claims' four tasks: every other task of conf/download/default.yaml removed.
 NO_TASKS=()
-for task in cola mrpc qqp stsb mnli qnli rte wnli; do NO_TASKS+=("~download.tasks.$task"); done
+for task in cola mrpc qqp stsb mnli rte wnli; do NO_TASKS+=("~download.tasks.$task"); done
 OVERRIDES=(profile=gpu "corpus.max_chars=$MAX_CHARS" pretrain_data.dupe_factor=1 tokenizer.vocab_size=30522
            impl.data_processes=2 impl.num_workers=0 logger=none "${NO_TASKS[@]}")
 
@@ -33,24 +36,28 @@ for stage in download tokenizer pretrain_data; do
   awk -v s="$stage" -v a="$began" -v b="$EPOCHREALTIME" 'BEGIN {printf "== %s: %.1f s wall\n", s, b - a}'
 done
 
-FILES=(tokenizer pretrain_data/train_nsp pretrain_data/heldout_nsp pretrain_data/unigram_counts.npy
-       pretrain_data/stats.json)
+FILES=(tokenizer pretrain_data/unigram_counts.npy pretrain_data/stats.json)
+for format in $FORMATS; do FILES+=(pretrain_data/train_$format pretrain_data/heldout_$format); done
 for f in "${FILES[@]}"; do [ -e "$DATA/$f" ] || { echo "error: $DATA/$f is missing" >&2; exit 1; }; done
 mkdir -p "$(dirname "$PACK")"
-exclude=$(git rev-parse --git-path info/exclude)
-mkdir -p "$(dirname "$exclude")"
-grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
+if [ "$(dirname "$PACK")" = .gpu ]; then  # kept out of git
+  exclude=$(git rev-parse --git-path info/exclude)
+  mkdir -p "$(dirname "$exclude")"
+  grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
+fi
 began=$EPOCHREALTIME
 tar -C "$DATA" --sort=name --owner=0 --group=0 --numeric-owner -cf - "${FILES[@]}" | xz -T2 -9e > "$PACK.tmp"
 mv "$PACK.tmp" "$PACK"
 awk -v a="$began" -v b="$EPOCHREALTIME" 'BEGIN {printf "== pack: %.1f s wall\n", b - a}'
-# SST-2, CoNLL-2003 and SQuAD as the download stage saves them, for finetune_pilot.sh
+# SST-2, CoNLL-2003, SQuAD and QNLI as the download stage saves them, for claim.sh
 tar -C "$DATA" --sort=name --owner=0 --group=0 --numeric-owner -cf - download/tasks/sst2 download/tasks/conll2003 \
-  download/tasks/squad | xz -T2 -9e > .gpu/tasks.tar.xz
+  download/tasks/squad download/tasks/qnli | xz -T2 -9e > "$(dirname "$PACK")/tasks.tar.xz"
 python - "$DATA/pretrain_data/stats.json" <<'EOF'
 import json, sys
 stats = json.load(open(sys.argv[1]))
 print("train_tokens", stats["train_tokens"], "instances", stats["instances"], "documents", stats["documents"])
 EOF
 du -sh "${FILES[@]/#/$DATA/}"
-awk -v p="$PACK" -v n="$(stat -c %s "$PACK")" 'BEGIN {printf "%s: %.1f MiB (%d bytes)\n", p, n / 1048576, n}'
+for f in "$PACK" "$(dirname "$PACK")/tasks.tar.xz"; do
+  awk -v p="$f" -v n="$(stat -c %s "$f")" 'BEGIN {printf "%s: %.1f MiB (%d bytes)\n", p, n / 1048576, n}'
+done

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# One call on a GPU machine (repo root; see benchmarks/README.md "On a GPU"): the GPU tests, the pretraining
-# throughput at BERT-base against transformers, and a time-boxed BERT-base pretraining pilot on the pack that
-# benchmarks/gpu/pack.sh builds. Carry `.whl` (wheels the image lacks) and `.gpu` (the pack). Logs and results go
-# to $OUT (default /tmp/bertlab-gpu); the last lines printed are the summary.
-#   bash benchmarks/gpu/run.sh [pilot_seconds]
+# One call on a GPU machine (repo root; see benchmarks/README.md "On a GPU"): the pretraining step's throughput at the
+# gpu profile's recipe on the pack's own batches (bertlab eager and compiled against transformers eager and compiled:
+# benchmarks/pretrain_throughput.py --profile gpu), then the pretrain stage's own loop at that recipe, compiled and
+# alone on the GPU (STEPS steps on the pack: its metrics.json `throughput`, the ledger's non-padding tokens/s and MFU,
+# set beside the benchmark's runners), then the GPU tests (TESTS=0 skips them). Carry `.whl` (wheels the image lacks)
+# and `.gpu` (pack.sh's pack). Logs and results go to $OUT (default /tmp/bertlab-gpu); the last lines printed are the
+# summary. About 8 minutes on an H200 (the compiles: ~1 min each for bertlab, transformers and the stage).
+#   bash benchmarks/gpu/run.sh [steps]      (default 600)
 set -uo pipefail
 OUT=${OUT:-/tmp/bertlab-gpu}
-PILOT_SECONDS=${1:-280}
+STEPS=${1:-600}
+TESTS=${TESTS:-1}
 mkdir -p "$OUT"
 . benchmarks/gpu/env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/env.txt"
@@ -20,47 +24,42 @@ for name in ("torch", "lightning", "transformers", "tokenizers", "datasets", "hy
         print(name, "IMPORT FAILED:", repr(e)[:200])
 EOF
 PILOT=/tmp/bertlab-pilot
-if [ -f .gpu/pack.tar.xz ]; then
-  (mkdir -p $PILOT/data && python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
-    .gpu/pack.tar.xz $PILOT/data && echo unpacked > $PILOT/unpacked) &
-fi
+mkdir -p $PILOT/data
+python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/pack.tar.xz $PILOT/data \
+  || { echo "error: .gpu/pack.tar.xz is missing (bash benchmarks/gpu/pack.sh)"; exit 1; }
 
-stamp "throughput: BERT-base, 256 x 128, vocabulary 30522, bf16"
-timeout 170 python3 benchmarks/pretrain_throughput.py --device cuda --compile --layers 12 --hidden 768 --heads 12 \
-  --intermediate 3072 --vocab 30522 --batch 256 --seq 128 --warmup 4 --rounds 8 --threads 8 2>&1 \
-  | grep -v -E "^W[0-9]{4}|^\s*$" | tee "$OUT/throughput.txt"
+stamp "throughput at the gpu profile's recipe on the pack's batches: bertlab and transformers, eager and compiled"
+timeout 240 python3 benchmarks/pretrain_throughput.py --profile gpu --data $PILOT/data --device cuda --compile \
+  --warmup 4 --rounds 8 --threads 8 --json "$OUT/throughput.json" 2>&1 | grep -v -E "^W[0-9]{4}|^\s*$" \
+  | tee "$OUT/throughput.txt"
 
-# eager bertlab tokens/s from the benchmark sets the pilot's steps (its schedule must end at its budget)
-tps=$(awk '/^bertlab \(fused AdamW\)/ {print $5}' "$OUT/throughput.txt")
-tps=${tps:-200000}
-steps=$(python3 -c "print(max(40, int($tps * 0.7 * ($PILOT_SECONDS - 75) / 32768) // 8 * 8))")
-stamp "pilot: $steps steps of 256 x 128 (eager benchmark $tps tokens/s) beside the GPU tests"
-wait  # the pack
-pilot_pid=
-if [ -f $PILOT/unpacked ]; then
-  timeout "$PILOT_SECONDS" python3 -m bertlab.pretrain "${PACKED[@]}" data_dir=$PILOT/data out_dir=$PILOT/data \
-    name=bert logger=csv impl.devices=1 impl.compile=false impl.num_workers=4 impl.reuse_twins=false \
-    pretrain.max_steps=$steps pretrain.warmup_steps=$(( steps / 10 )) pretrain.val_every_steps=$(( steps / 8 )) \
-    pretrain.checkpoint_every_steps=$(( steps * 2 )) > "$OUT/pilot.log" 2>&1 &
-  pilot_pid=$!
-else
-  echo "no pack (.gpu/pack.tar.xz): pilot skipped" | tee "$OUT/pilot.log"
-fi
-
-timeout 300 python3 -m pytest tests/gpu -m gpu -p no:cacheprovider -n 6 -q -rA 2>&1 \
-  | grep -v -E "^W[0-9]{4}" > "$OUT/gpu_tests.txt"
-stamp "GPU tests done"
-[ -n "$pilot_pid" ] && wait $pilot_pid
+stamp "the pretrain stage's loop: $STEPS steps of 256 x 128, compiled, alone on the GPU"
+timeout 240 python3 -m bertlab.pretrain "${PACKED[@]}" data_dir=$PILOT/data out_dir=$PILOT/data name=bert \
+  logger=csv impl.devices=1 impl.reuse_twins=false pretrain.max_steps=$STEPS \
+  pretrain.warmup_steps=$(( STEPS / 10 )) pretrain.val_every_steps=$STEPS \
+  pretrain.checkpoint_every_steps=$(( STEPS * 2 )) > "$OUT/pilot.log" 2>&1
 echo "pilot exit $?" >> "$OUT/pilot.log"
-stamp "pilot done"
-# the run's records wherever they are (a run stopped by its timeout leaves its curve in the checkpoint dir)
-(cd $PILOT/data 2>/dev/null && find . \( -name 'metrics.*' -o -name '*.json' -o -name '*.csv' \) \
-  -not -path './hydra/*' -not -path './pretrain_data/*' -not -path './tokenizer/*' -size -20M \
-  | tar -czf "$OUT/pilot.tar.gz" -T -)
+python3 - "$PILOT/data/pretrain/bert/metrics.json" "$OUT/throughput.json" <<'EOF' 2>&1 | tee "$OUT/stage.txt"
+import json, sys
+rate = json.load(open(sys.argv[1]))["throughput"]
+print("the stage's loop:", json.dumps(rate))
+for name, runner in json.load(open(sys.argv[2]))["runners"].items():
+    print(f"stage / {name}: {rate['tokens_per_second'] / runner['tokens_per_second']:.2f}x (non-padding tokens/s)")
+EOF
+# the run's records (a run stopped by its timeout leaves its curve in the checkpoint dir)
+(cd $PILOT/data && find . \( -name 'metrics.*' -o -name '*.json' -o -name '*.csv' \) -not -path './hydra/*' \
+  -not -path './pretrain_data/*' -not -path './tokenizer/*' -size -20M | tar -czf "$OUT/pilot.tar.gz" -T -)
+
+if [ "$TESTS" = 1 ]; then
+  stamp "GPU tests"
+  timeout 240 python3 -m pytest tests/gpu -m gpu -p no:cacheprovider -n 6 -q -rA 2>&1 \
+    | grep -v -E "^W[0-9]{4}" > "$OUT/gpu_tests.txt"
+fi
 
 echo "==================== summary"
 cat "$OUT/env.txt"
-grep -E "runner|bertlab|transformers|device|torch.mm" "$OUT/throughput.txt"
-tail -n 25 "$OUT/gpu_tests.txt"
-grep -E "held-out|batch_size|error|Error|pilot exit" "$OUT/pilot.log" | tail -n 15
+grep -E "recipe|runner|bertlab|transformers|device|torch.mm" "$OUT/throughput.txt"
+cat "$OUT/stage.txt"
+grep -E "held-out|error|Error|pilot exit" "$OUT/pilot.log" | tail -n 10
+[ -f "$OUT/gpu_tests.txt" ] && tail -n 25 "$OUT/gpu_tests.txt"
 stamp "end"

@@ -29,7 +29,6 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import ThroughputMonitor
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -42,10 +41,10 @@ from bertlab.files import (MIN_FREE_BYTES, atomic_dir, check_free_space, read_to
                            write_json)
 from bertlab.modeling.export import save_hf, save_plain
 from bertlab.modeling.model import BertConfig, flops_per_token
-from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord
+from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord, Throughput
 from bertlab.training.pretrain_datamodule import PretrainData
 from bertlab.training.pretrain_module import PretrainModule, plain_state_dict
-from bertlab.training.trainer import make_loggers, make_trainer, on_cuda
+from bertlab.training.trainer import make_loggers, make_trainer, on_cuda, peak_tflops
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +140,18 @@ def heldout_items(fmt: str, kind: str, model: tuple[np.ndarray, np.ndarray],
             "floor": {"name": unigram.FLOOR_NAME, **columns(*floor)}}
 
 
+def make_module(cfg: DictConfig, vocab_size: int, seq: int) -> PretrainModule:
+    """The run's PretrainModule: the encoder of `cfg.model` with `seq` positions, its objective and recipe."""
+    p = cfg.pretrain
+    config = BertConfig(
+        vocab_size=vocab_size, num_layers=cfg.model.num_layers, hidden_size=cfg.model.hidden_size,
+        num_heads=cfg.model.num_heads, intermediate_size=cfg.model.intermediate_size, max_position_embeddings=seq,
+        dropout=p.dropout, attention_dropout=p.dropout, positions=p.positions,
+    )
+    return PretrainModule(model=vars(config), objective=OmegaConf.to_container(cfg.objective),
+                          optim=OmegaConf.to_container(p), seed=cfg.seed)
+
+
 @stage.main(named_runs=True)
 def run(cfg: DictConfig) -> bool:
     """Train (or copy a twin's outputs); True when this very run was finished already and nothing was done."""
@@ -165,13 +176,8 @@ def run(cfg: DictConfig) -> bool:
         raise UserError(f"pretrain.batch_size={p.batch_size} exceeds the {len(train)} training instances "
                         f"in {instances_dir / f'train_{fmt}'}")
     seq = train.input_ids.shape[1]
-    config = BertConfig(
-        vocab_size=tokenizer.get_vocab_size(), num_layers=cfg.model.num_layers, hidden_size=cfg.model.hidden_size,
-        num_heads=cfg.model.num_heads, intermediate_size=cfg.model.intermediate_size, max_position_embeddings=seq,
-        dropout=p.dropout, attention_dropout=p.dropout, positions=p.positions,
-    )
-    module = PretrainModule(model=vars(config), objective=OmegaConf.to_container(cfg.objective),
-                            optim=OmegaConf.to_container(p), seed=cfg.seed)
+    module = make_module(cfg, tokenizer.get_vocab_size(), seq)
+    config = module.model.config
     n_params = module.model.num_parameters()
     log.debug("%s: %s, %s parameters", cfg.name, config, n_params)  # also in its config.json and model card
     total = n_params["total"]  # fp32 bytes: a checkpoint (with Adam's moments) and its successor, the exports
@@ -193,8 +199,9 @@ def run(cfg: DictConfig) -> bool:
         log.info("resuming from %s", resume)
     loggers = make_loggers(cfg, "pretrain", ckpt_dir)
     record = RunRecord(key, loggers[0])
-    throughput = ThroughputMonitor(batch_size_fn=lambda b: b["input_ids"].shape[0],
-                                   length_fn=lambda b: int(b["attention_mask"].sum()))
+    # matmul FLOPs per non-padding token of a batch of that length: the labelled fraction scored (LTR: every token)
+    scored = 1.0 if cfg.objective.causal else cfg.objective.mlm_probability
+    throughput = Throughput(lambda length: flops_per_token(config, length, scored))
     trainer, micro = make_trainer(
         cfg.impl, loggers, ckpt_dir, ("pretrain.batch_size", p.batch_size),
         [record, EpochEndCheckpoint(ckpt_dir / "last.ckpt"), throughput], max_steps=p.max_steps, max_epochs=-1,
@@ -202,9 +209,7 @@ def run(cfg: DictConfig) -> bool:
         use_distributed_sampler=False,
     )
     trainer.val_check_interval = p.val_every_steps * trainer.accumulate_grad_batches  # in batches: optimizer steps
-    # for ThroughputMonitor's FLOP/s: full batches, the labelled fraction predicted (all positions for LTR)
-    module.flops_per_batch = micro * seq * flops_per_token(
-        config, seq, 1.0 if cfg.objective.causal else cfg.objective.mlm_probability)
+    module.fixed_shapes = cfg.impl.compile or on_cuda(trainer)  # a step without host syncs: one compiled graph
     collate = dict(
         objective=cfg.objective.name, vocab_size=config.vocab_size, mlm_probability=cfg.objective.mlm_probability,
         mask_replace_prob=cfg.objective.mask_replace_prob, random_replace_prob=cfg.objective.random_replace_prob,
@@ -224,6 +229,7 @@ def run(cfg: DictConfig) -> bool:
         return False
 
     global_batch = micro * trainer.accumulate_grad_batches * trainer.world_size
+    rate = throughput.summary(trainer.world_size, peak_tflops(cfg.impl, trainer))
     scored = module.heldout
     floor = unigram.item_losses(data.val_dataloader(), unigram.log_probs(np.load(counts_file)))
     ppl, floor_ppl = unigram.perplexity(*scored), unigram.perplexity(*floor)
@@ -243,11 +249,13 @@ def run(cfg: DictConfig) -> bool:
       "global_batch": global_batch, "max_seq_length": seq,
       "train_tokens": trainer.global_step * global_batch * seq,  # positions, padding included
       "heldout_mlm_loss": math.log(ppl), "heldout_ppl": ppl, "heldout_unigram_ppl": floor_ppl,
-      "heldout_kind": kind, "run_key": key,
+      "heldout_kind": kind, "run_key": key, "throughput": rate,
         })
     remove_tree(ckpt_dir, ckpt_dir.parent)
-    log.info("%s: held-out perplexity %.2f (unigram floor %.2f) after %d steps", cfg.name, ppl, floor_ppl,
-             trainer.global_step)
+    speed = "" if rate["tokens_per_second"] is None else f"; {rate['tokens_per_second']:,} non-padding tokens/s" + (
+        "" if rate["mfu"] is None else f", MFU {rate['mfu']:.1%}")
+    log.info("%s: held-out perplexity %.2f (unigram floor %.2f) after %d steps%s", cfg.name, ppl, floor_ppl,
+             trainer.global_step, speed)
     return False
 
 

@@ -97,6 +97,7 @@ SETTINGS: dict[str, Number] = {
     "finetune.max_answer_length": count(),
     "impl.threads": count(nullable=True), "impl.eval_batch_size": count(), "impl.num_workers": count(0),
     "impl.num_nodes": count(nullable=True), "impl.max_device_batch": count(nullable=True),
+    "impl.peak_tflops": Number(False, 0.0, open_lo=True, nullable=True),
 }
 
 

@@ -15,7 +15,9 @@ import torch
 
 from bertlab.finetune import finetune
 from bertlab.modeling.model import BertConfig, BertForPretraining
-from tests.helpers import KILL_AT_STEP, PINNED, checkpoint, finetune_config, pretrain_patched
+from bertlab.pretrain import make_module
+from bertlab.training.trainer import clip_gradients
+from tests.helpers import KILL_AT_STEP, PINNED, checkpoint, finetune_config, gpu_settings, pretrain_patched
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -61,8 +63,9 @@ def loss_and_grads(model: torch.nn.Module, b: dict, bf16: bool) -> tuple[float, 
                                                  ("mlm", "absolute"), ("ltr", "absolute")])
 def test_bf16_compiled_loss_and_gradients_match_fp32_eager(objective: str, positions: str) -> None:
     """Loss within 1% and gradients within 5% (relative L2 norm) of fp32 eager without TF32: the bf16 operands'
-    rounding (1e-3 to 1e-2), nothing more; fp32 eager scores MLM with the fused `DecoderCrossEntropy`, bf16 with
-    `F.cross_entropy`, so the two losses are checked against each other too."""
+    rounding (1e-3 to 1e-2), nothing more; fp32 eager scores MLM with the fused `DecoderCrossEntropy` at exactly the
+    labelled positions, compiled bf16 with `F.cross_entropy` at a fixed number a row (the stage's step without host
+    syncs), so the two paths are checked against each other too."""
     torch.manual_seed(0)
     config = BertConfig(vocab_size=30522, num_layers=2, hidden_size=256, num_heads=4, intermediate_size=1024,
                         max_position_embeddings=128, dropout=0.0, attention_dropout=0.0, positions=positions)
@@ -72,8 +75,9 @@ def test_bf16_compiled_loss_and_gradients_match_fp32_eager(objective: str, posit
     torch.backends.cudnn.allow_tf32 = False
     ref_loss, ref_grads = loss_and_grads(model, b, bf16=False)
     fast = torch.compile(copy.deepcopy(model))
+    fixed = {**b, "padded": True, "scored_per_row": int(b["mlm_labels"].ne(-100).sum(1).max())}  # as the stage runs
     for _ in range(2):  # the second call runs the compiled code, not the tracing
-        loss, grads = loss_and_grads(fast, b, bf16=True)
+        loss, grads = loss_and_grads(fast, fixed, bf16=True)
     assert math.isfinite(loss) and abs(loss / ref_loss - 1) < 0.01, (loss, ref_loss)
     assert ((grads - ref_grads).norm() / ref_grads.norm()).item() < 0.05
 
@@ -94,6 +98,39 @@ def test_pretraining_on_the_gpu_killed_uncompiled_resumes_compiled(prepared: Pat
     a, b = (json.loads((prepared / "pretrain" / n / "metrics.json").read_text()) for n in ("gpu_whole", "gpu_resumed"))
     assert a["steps"] == b["steps"] == 12 and math.isfinite(a["heldout_ppl"])
     assert abs(b["heldout_ppl"] / a["heldout_ppl"] - 1) < 0.02
+
+
+@pytest.mark.parametrize("objective", ["mlm_nsp", "ltr"])
+def test_the_compiled_training_step_at_the_gpu_settings_never_waits_for_the_gpu(objective: str) -> None:
+    """The stage's step at the gpu settings (bf16 autocast, compiled, a padded batch, fused AdamW, clipping) queues
+    its work without a host sync: torch's sync debug mode raises on one (a `.item()`, a `nonzero`, a bool of a
+    tensor)."""
+    module = make_module(gpu_settings(f"objective={objective}"), 30522, 128)
+    module.fixed_shapes = True
+    model = module.model.cuda().train()
+    model.compile()
+    opt = module.configure_optimizers()["optimizer"]
+    b = batch(model.config, objective)
+    b = {k: v.cuda() for k, v in b.items() if isinstance(v, torch.Tensor)} | {"padded": True}
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(**module.model_inputs(b)).loss
+        loss.backward()
+        clip_gradients(opt, 0.5)
+        opt.step()
+
+    for _ in range(2):  # compiles
+        step()
+    torch.cuda.synchronize()
+    assert opt.defaults["fused"]
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
 
 
 CELLS = {  # task kind: (task, overrides, the least headline a trained cell reaches on the synthetic task, if any)

@@ -11,7 +11,10 @@ from bertlab.report.ledger import finetune_rows, ledger_section, pretrain_rows, 
 
 def results(timing: dict) -> Results:
     pretrain = {"bert": {"objective": "mlm_nsp", "steps": 600, "train_tokens": 600 * 32 * 128, "train_seconds": 300.0,
-                         "heldout_ppl": 500.0, "heldout_unigram_ppl": 1000.0}}
+                         "heldout_ppl": 500.0, "heldout_unigram_ppl": 1000.0,
+                         "throughput": {"tokens_per_second": 8192, "mfu": 0.4123}},
+                "nonsp": {"objective": "mlm", "steps": 600, "train_tokens": None, "train_seconds": 200.0,
+                          "heldout_ppl": 400.0, "heldout_unigram_ppl": 1000.0}}  # before throughput was recorded
     ok = {"status": "ok", "mode": "finetune", "features": None, "bilstm": False, "train_seconds": 30.0,
           "eval_seconds": 6.0}
     finetune = [{**ok, "name": f"sst2-{e}-finetune-{s}", "task": "sst2", "encoder": e, "seed": s, "steps": 300}
@@ -37,7 +40,8 @@ def test_stage_rows_sum_process_and_start_up_time_of_the_runs_the_report_reads()
 
 def test_budget_rows_give_tokens_updates_and_seeds() -> None:
     r = results({})
-    assert pretrain_rows(r) == [["`bert`", "mlm_nsp", "600", "2.46", "5.0", "500.0", "0.500"]]
+    assert pretrain_rows(r) == [["`bert`", "mlm_nsp", "600", "2.46", "5.0", "8,192", "41.2%", "500.0", "0.500"],
+                                ["`nonsp`", "mlm", "600", "", "3.3", "", "", "400.0", "0.400"]]
     assert finetune_rows(r) == [["mnli", "0", "", "", "", "1 runs: no data"],
                                 ["squad", "1", "1", "150", "0.5", "0.1"],
                                 ["sst2", "2", "2", "300", "2.0", "0.4"]]
@@ -52,7 +56,8 @@ def test_twins_copies_spend_no_time_in_the_ledger() -> None:
     r.finetune.append(twin)
     r.pretrain["L12_H768_A12"] = {**r.pretrain["bert"], "trained_as": "bert"}
     assert finetune_rows(r)[2] == ["sst2", "3 (2 trained)", "1-2", "300", "2.0", "0.4"]
-    assert pretrain_rows(r)[0][4] == "copy of `bert`" and pretrain_rows(r)[1][4] == "5.0"
+    assert pretrain_rows(r)[0][4:7] == ["copy of `bert`", "", ""] and pretrain_rows(r)[1][4:7] == ["5.0", "8,192",
+                                                                                                 "41.2%"]
 
 
 def test_read_timing_reads_what_each_stage_left(tmp_path: Path) -> None:

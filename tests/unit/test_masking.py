@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bertlab.data.instances import InstanceDataset, create_nsp_instances, create_packed_instances
-from bertlab.data.masking import PretrainingCollator, continuation_table, mask_tokens
+from bertlab.data.masking import PretrainingCollator, continuation_table, mask_tokens, max_labels
 from bertlab.data.vocab import CLS_ID, IGNORE_INDEX, MASK_ID, PAD_ID, SEP_ID
 from bertlab.tokenizer import train_tokenizer
 
@@ -142,3 +142,21 @@ def test_fixed_mask_is_reproducible():
     assert not torch.equal(other_seed["mlm_labels"], first["mlm_labels"])
     dynamic = PretrainingCollator("mlm", 1000)
     assert not torch.equal(dynamic([dataset[0]])["mlm_labels"], dynamic([dataset[0]])["mlm_labels"])
+
+
+@pytest.mark.parametrize("p", [0.15, 0.4, 0.5, 0.9])
+def test_max_labels_bounds_every_rows_labels_by_at_most_one_more(p):
+    """Rows of every length up to 128 whose tokens are all candidates (the most a row can hold): none has more labels
+    than `max_labels`, the full row at most one fewer; LTR labels every next token, whole words up to the row."""
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(NUM_SPECIAL, VOCAB, (128, 128), generator=g)
+    ids[torch.arange(128) > torch.arange(128)[:, None]] = PAD_ID  # row i: i + 1 tokens
+    bound = max_labels(128, p, whole_word_masking=False, causal=False)
+    for seed in range(3):
+        _, labels = mask_tokens(ids, vocab_size=VOCAB, mlm_probability=p, generator=g.manual_seed(seed))
+        counts = (labels != IGNORE_INDEX).sum(1)
+        assert int(counts.max()) <= bound <= int(counts[-1]) + 1
+    assert max_labels(128, p, whole_word_masking=True, causal=False) == 128
+    ltr = PretrainingCollator("ltr", VOCAB)([{"input_ids": row.numpy(), "token_type_ids": np.zeros(128, np.int64)}
+                                              for row in ids])
+    assert int((ltr["mlm_labels"] != IGNORE_INDEX).sum(1).max()) == max_labels(128, p, False, causal=True) == 127

@@ -70,6 +70,50 @@ def test_no_padding_skips_mask_with_same_result(model: BertForPretraining) -> No
     torch.testing.assert_close(full, none, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_fixed_number_scored_per_row_gives_the_same_loss_and_gradients(causal: bool) -> None:
+    """The step without host syncs (`padded` given, `scored_per_row` positions of every row: the compiled and GPU
+    path) trains on what the exact path does: the same positions, loss, counts and gradients, padded rows included."""
+    torch.manual_seed(0)
+    model = BertForPretraining(tiny_config(dropout=0.0, attention_dropout=0.0), nsp=True).train()
+    ids, token_type, mask = batch(b=4, s=16)
+    if causal:
+        labels = torch.where(mask.bool(), ids.roll(-1, dims=1), -100)
+        labels[:, -1] = -100
+    else:
+        picked = (torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.4) & mask.bool()
+        labels = torch.where(picked, torch.randint(5, VOCAB, ids.shape, generator=torch.Generator()), -100)
+    nsp_label = torch.tensor([0, 1, 1, 0])
+    most = int(labels.ne(-100).sum(1).max())
+
+    def step(**fixed) -> tuple:
+        model.zero_grad()
+        out = model(ids, token_type, mask, labels, nsp_label, causal=causal, **fixed)
+        out.loss.backward()
+        return out, [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    exact, exact_grads = step()
+    for scored in (most, most + 3, 16):  # the bound, a looser one, every position
+        out, grads = step(padded=True, scored_per_row=scored)
+        torch.testing.assert_close(out.loss, exact.loss, rtol=1e-6, atol=0)
+        torch.testing.assert_close(out.mlm_loss, exact.mlm_loss, rtol=1e-6, atol=0)
+        assert int(out.mlm_count) == exact.mlm_count and int(out.mlm_correct) == int(exact.mlm_correct)
+        torch.testing.assert_close(out.mlm_accuracy, exact.mlm_accuracy)
+        assert len(grads) == len(exact_grads)
+        for got, want in zip(grads, exact_grads):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_a_caller_that_knows_the_padding_gets_the_same_states(model: BertForPretraining) -> None:
+    ids, token_type, mask = batch()
+    with torch.no_grad():
+        looked = model.encoder(ids, token_type, mask).last_hidden_state
+        told = model.encoder(ids, token_type, mask, padded=True).last_hidden_state
+        row = model.encoder(ids[:1], token_type[:1], mask[:1]).last_hidden_state  # row 0 has no padding
+        row_told = model.encoder(ids[:1], token_type[:1], mask[:1], padded=False).last_hidden_state
+    assert torch.equal(looked, told) and torch.equal(row, row_told)
+
+
 def test_masked_only_loss_equals_full_cross_entropy(model: BertForPretraining) -> None:
     ids, token_type, mask = batch()
     labels = torch.full_like(ids, -100)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -68,6 +69,16 @@ def mask_tokens(
     random_ids = torch.randint(num_special, vocab_size, (batch, length), generator=generator, device=device)
     masked = torch.where(replace, random_ids, masked)
     return masked, labels
+
+
+def max_labels(length: int, mlm_probability: float, whole_word_masking: bool, causal: bool) -> int:
+    """At least as many positions as a training row of `length` tokens has labelled: a left-to-right LM's next
+    tokens (`length` - 1); `mask_tokens`'s budget of round(p n) for n <= `length` candidates (and google's
+    min(max_predictions_per_seq, max(1, round(p n))), however either rounds), floor(p `length`) + 1; whole words
+    can overshoot the budget by a word: `length`."""
+    if causal:
+        return length - 1
+    return length if whole_word_masking else min(length, math.floor(mlm_probability * length) + 1)
 
 
 class PretrainingCollator:

@@ -140,11 +140,15 @@ class BertEncoder(nn.Module):
 
     def forward(
         self, input_ids: Tensor, token_type_ids: Tensor | None = None, attention_mask: Tensor | None = None,
-        causal: bool = False, output_hidden_states: bool = False,
+        causal: bool = False, output_hidden_states: bool = False, padded: bool | None = None,
     ) -> EncoderOutput:
-        """`attention_mask` (B, S) is 1 for tokens, 0 for padding; `causal` lets position i see only <= i."""
+        """`attention_mask` (B, S) is 1 for tokens, 0 for padding; `causal` lets position i see only <= i. `padded`
+        says whether the mask has a 0 (a caller that knows spares the host sync of looking; None: look). Without
+        padding there is no mask: attention takes its fastest kernel."""
+        if padded is None:
+            padded = attention_mask is not None and not bool(attention_mask.all())
         mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):  # no padding: no mask, fastest kernel
+        if padded:
             mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, S_keys), True = may attend
             if causal:
                 s = input_ids.shape[1]
@@ -168,14 +172,15 @@ class PretrainingOutput:
     loss: Tensor
     mlm_loss: Tensor
     mlm_correct: Tensor
-    mlm_count: int
+    mlm_count: Tensor | int  # a tensor where the scored positions were not counted on the host
     nsp_loss: Tensor | None = None
     nsp_correct: Tensor | None = None
     nsp_count: int = 0
 
     @property
     def mlm_accuracy(self) -> Tensor:
-        return self.mlm_correct / max(self.mlm_count, 1)
+        count = self.mlm_count
+        return self.mlm_correct / (count.clamp(min=1) if isinstance(count, Tensor) else max(count, 1))
 
     @property
     def nsp_accuracy(self) -> Tensor | None:
@@ -250,22 +255,38 @@ class BertForPretraining(nn.Module):
 
     def forward(
         self, input_ids: Tensor, token_type_ids: Tensor | None, attention_mask: Tensor | None, mlm_labels: Tensor,
-        next_sentence_label: Tensor | None = None, causal: bool = False,
+        next_sentence_label: Tensor | None = None, causal: bool = False, padded: bool | None = None,
+        scored_per_row: int | None = None,
     ) -> PretrainingOutput:
-        """`mlm_labels` (B, S) holds target ids where a prediction is scored and -100 elsewhere."""
-        out = self.encoder(input_ids, token_type_ids, attention_mask, causal)
-        labels = mlm_labels.reshape(-1)
-        where = (labels != IGNORE_INDEX).nonzero().squeeze(1)  # score only these rows: the main speed win
-        hidden = out.last_hidden_state.reshape(-1, self.config.hidden_size).index_select(0, where)
-        targets = labels.index_select(0, where)
-        count = targets.shape[0]
-        if torch.is_autocast_enabled(hidden.device.type):  # mixed precision: leave the dtypes to torch's own ops
-            logits = self.mlm_logits(hidden)
-            mlm_sum, correct = F.cross_entropy(logits, targets, reduction="sum"), (logits.argmax(-1) == targets).sum()
+        """`mlm_labels` (B, S) holds target ids where a prediction is scored and -100 elsewhere; `padded` as the
+        encoder's. The MLM head runs only where a row is labelled: at exactly those positions (found by `nonzero`, a
+        host sync and a data-dependent shape), or, given `scored_per_row` (at least any row's number of labels), at
+        that many positions of every row, a row's labelled ones first and the rest scoring nothing: a fixed shape and
+        no sync, one graph under `torch.compile`, the same positions and loss."""
+        out = self.encoder(input_ids, token_type_ids, attention_mask, causal, padded=padded)
+        if scored_per_row is None:
+            labels = mlm_labels.reshape(-1)
+            where = (labels != IGNORE_INDEX).nonzero().squeeze(1)  # score only these rows: the main speed win
+            hidden = out.last_hidden_state.reshape(-1, self.config.hidden_size).index_select(0, where)
+            targets = labels.index_select(0, where)
+            count: Tensor | int = targets.shape[0]
+        else:
+            labelled = mlm_labels != IGNORE_INDEX
+            k = min(scored_per_row, mlm_labels.shape[1])
+            # each row's labelled positions first, in order
+            rows = labelled.to(torch.uint8).argsort(dim=1, descending=True, stable=True)[:, :k]
+            targets = mlm_labels.gather(1, rows).reshape(-1)
+            hidden = out.last_hidden_state.gather(1, rows[..., None].expand(-1, -1, self.config.hidden_size))
+            hidden = hidden.reshape(-1, self.config.hidden_size)
+            count = labelled.sum()
+        if torch.is_autocast_enabled(hidden.device.type) or scored_per_row is not None:  # torch's own ops: mixed
+            logits = self.mlm_logits(hidden)  # precision leaves them the dtypes; they skip the -100 rows
+            mlm_sum = F.cross_entropy(logits, targets, reduction="sum")
+            correct = (logits.argmax(-1) == targets).sum()
         else:
             mlm_sum, correct = DecoderCrossEntropy.apply(
                 self.mlm_transform(hidden), self.encoder.embeddings.word_embeddings.weight, self.mlm_bias, targets)
-        mlm_loss = mlm_sum / max(count, 1)
+        mlm_loss = mlm_sum / (count.clamp(min=1) if isinstance(count, Tensor) else max(count, 1))
         result = PretrainingOutput(mlm_loss, mlm_loss, correct, count)
         if self.nsp is not None and next_sentence_label is not None:
             nsp_logits = self.nsp(out.pooled_output)

@@ -52,15 +52,19 @@ def _trained(run: dict[str, Any]) -> bool:
 
 
 def pretrain_rows(results: Results) -> list[list[str]]:
-    """Per pretraining run: objective, steps, tokens seen, training time (a twin's: the run it copies), held-out
-    ppl against its unigram floor."""
+    """Per pretraining run: objective, steps, tokens seen, training time (a twin's: the run it copies), the training
+    loop's non-padding tokens per second and model FLOP utilisation (where the run recorded them), held-out ppl
+    against its unigram floor."""
     rows = []
     for name, m in sorted(results.pretrain.items()):
         tokens = m.get("train_tokens")
         ratio = m["heldout_ppl"] / m["heldout_unigram_ppl"] if m.get("heldout_unigram_ppl") else None
         minutes = _minutes(m.get("train_seconds") or 0.0) if _trained(m) else f"copy of `{m['trained_as']}`"
+        rate = (m.get("throughput") or {}) if _trained(m) else {}
+        speed = "" if rate.get("tokens_per_second") is None else f"{rate['tokens_per_second']:,}"
+        mfu = "" if rate.get("mfu") is None else f"{rate['mfu']:.1%}"
         rows.append([f"`{name}`", m["objective"], str(m["steps"]), "" if tokens is None else f"{tokens / 1e6:.2f}",
-                     minutes, f"{m['heldout_ppl']:.1f}", "" if ratio is None else f"{ratio:.3f}"])
+                     minutes, speed, mfu, f"{m['heldout_ppl']:.1f}", "" if ratio is None else f"{ratio:.3f}"])
     return rows
 
 
@@ -100,9 +104,11 @@ def ledger_section(results: Results) -> list[str]:
         lines += table(["stage", "processes", "minutes", "of which start-up"], stages)
     else:
         lines += ["No stage timings were recorded (`data/timing/` is absent: results checked out, not run here)."]
-    lines += ["", "Pretraining: each encoder's budget (tokens = steps × global batch × sequence length).", ""]
-    lines += table(["encoder", "objective", "steps", "tokens (M)", "train min", "held-out ppl", "ppl / unigram"],
-                    pretrain_rows(results))
+    lines += ["", "Pretraining: each encoder's budget (tokens = steps × global batch × sequence length) and the "
+              "training loop's rate (non-padding tokens per second, without validation, checkpoints or the first "
+              "step; MFU: matmul FLOPs against the device's dense peak, where it is known).", ""]
+    lines += table(["encoder", "objective", "steps", "tokens (M)", "train min", "tokens/s", "MFU", "held-out ppl",
+                    "ppl / unigram"], pretrain_rows(results))
     lines += ["", "Fine-tuning: per task, the table cells run (encoder × mode), seeds per cell and updates per run.",
               ""]
     lines += table(["task", "cells", "seeds", "updates", "train min", "eval min"], finetune_rows(results))

@@ -1,11 +1,12 @@
-"""The pretraining run's callbacks: whole checkpoints at each interval's end, and the record a resumed run carries
-over from its earlier processes (the design: `bertlab.training.pretrain_module`)."""
+"""The pretraining run's callbacks: whole checkpoints at each interval's end, the record a resumed run carries over
+from its earlier processes, and the training loop's throughput (the design: `bertlab.training.pretrain_module`)."""
 
 from __future__ import annotations
 
 import csv
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,57 @@ class RunRecord(pl.Callback):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.earlier_seconds, self.earlier_rows = state["train_seconds"], state["rows"]
+
+
+class Throughput(pl.Callback):
+    """The training loop's rate, without a host sync (Lightning's `ThroughputMonitor` waits for the GPU every step):
+    the non-padding tokens of each training batch (`tokens`, counted on the host by `PretrainData`), their matmul
+    FLOPs (`flops_per_token(length)` each) and the loop's seconds, from one training batch's end to the next's (the
+    wait for data included; validation, checkpoints and each process's first step, where compilation happens, not).
+    A GPU's queued work is timed where the host waits for it: at most one step is counted late. Carried across a
+    resume; the counts are this process's (rank zero's: `summary` scales them by the world size)."""
+
+    def __init__(self, flops_per_token: Callable[[int], float]) -> None:
+        self.flops_per_token = flops_per_token
+        self.tokens, self.flops, self.seconds, self.first_step_seconds = 0, 0.0, 0.0, 0.0
+        self.mark = 0.0  # when the running batch's time began
+        self.first = True  # this process's first step is not counted
+        self.batch = (0, 0.0)  # the running batch's tokens and FLOPs
+
+    def on_train_epoch_start(self, *_: Any) -> None:
+        self.mark = time.perf_counter()
+
+    def on_validation_end(self, *_: Any) -> None:
+        self.mark = time.perf_counter()
+
+    def on_train_batch_start(self, trainer: pl.Trainer, module: pl.LightningModule, batch: dict[str, Any],
+                             *_: Any) -> None:
+        tokens = batch["tokens"]
+        self.batch = (tokens, tokens * self.flops_per_token(batch["input_ids"].shape[1]))
+
+    def on_train_batch_end(self, *_: Any) -> None:
+        now = time.perf_counter()
+        if self.first:
+            self.first_step_seconds, self.first = now - self.mark, False
+        else:
+            self.tokens, self.flops = self.tokens + self.batch[0], self.flops + self.batch[1]
+            self.seconds += now - self.mark
+        self.mark = now
+
+    def summary(self, world_size: int, peak_tflops: float | None) -> dict[str, Any]:
+        """metrics.json's `throughput`: the loop's non-padding tokens and seconds, tokens per second and model
+        TFLOP/s of all processes, and MFU against `peak_tflops` (a device's dense peak; None: not known). Rates are
+        None where no step was timed."""
+        timed = self.seconds > 0
+        tflops = self.flops / self.seconds / 1e12 if timed else None
+        return {"tokens": self.tokens * world_size, "loop_seconds": round(self.seconds, 2),
+                "first_step_seconds": round(self.first_step_seconds, 2),
+                "tokens_per_second": round(self.tokens * world_size / self.seconds) if timed else None,
+                "tflops": round(tflops * world_size, 3) if timed else None, "peak_tflops": peak_tflops,
+                "mfu": round(tflops / peak_tflops, 4) if timed and peak_tflops else None}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "flops": self.flops, "seconds": self.seconds}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.tokens, self.flops, self.seconds = state["tokens"], state["flops"], state["seconds"]

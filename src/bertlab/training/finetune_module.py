@@ -37,7 +37,7 @@ from bertlab.modeling.heads import BiLSTM, LayerFeatures, init_head
 from bertlab.modeling.model import BertEncoder
 from bertlab.settings import CHOICES
 from bertlab.training.kinds import KINDS
-from bertlab.training.trainer import adamw, decay_groups
+from bertlab.training.trainer import adamw, clip_gradients, decay_groups
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
@@ -163,6 +163,10 @@ class FinetuneModule(pl.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         return self.build_optimizer(self.trainer.estimated_stepping_batches)
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        clip_gradients(optimizer, gradient_clip_val)  # by norm, also for a fused AdamW under bf16
 
     # -- evaluation ---------------------------------------------------------------------------------------------
 

@@ -51,6 +51,14 @@ class PretrainData(pl.LightningDataModule):
         return DataLoader(TaggedDataset(dataset), sampler=sampler, batch_size=None,
                           collate_fn=PretrainingCollator(**self.collate, seed=self.seed), **self.loader)
 
+    def on_before_batch_transfer(self, batch: dict[str, Any], dataloader_idx: int) -> dict[str, Any]:
+        """A training batch, still on the host, gets `padded` (whether a row is shorter than the batch: the model
+        then need not look on the device, a host sync) and `tokens` (its non-padding tokens, for the throughput)."""
+        if self.trainer.training:
+            real = int(batch["attention_mask"].sum())
+            batch |= {"padded": real < batch["attention_mask"].numel(), "tokens": real}
+        return batch
+
     def val_dataloader(self) -> DataLoader:
         return DataLoader(InstanceDataset(self.heldout), batch_size=self.eval_batch_size,
                           collate_fn=PretrainingCollator(**self.heldout_collate,

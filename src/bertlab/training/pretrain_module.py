@@ -20,10 +20,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bertlab.data.masking import derive_seed
+from bertlab.data.masking import derive_seed, max_labels
 from bertlab.data.vocab import IGNORE_INDEX
 from bertlab.modeling.model import BertConfig, BertForPretraining
-from bertlab.training.trainer import adamw, decay_groups
+from bertlab.training.trainer import adamw, clip_gradients, decay_groups
 
 DROPOUT_STREAM = 1  # seeds dropout as (seed, DROPOUT_STREAM, batch tag): apart from the masks' (seed, batch tag)
 
@@ -42,13 +42,22 @@ class PretrainModule(pl.LightningModule):
         if not objective["nsp"]:  # only NSP reads the pooler: frozen, so DDP finds no unused parameter (exported
             self.model.encoder.pooler.requires_grad_(False)  # as initialised, as it was before)
         self.causal = objective["causal"]
+        self.fixed_shapes = False  # no host sync in a step (the stage sets it when compiled or on a GPU)
         self.seed = seed
         self.heldout: tuple[np.ndarray, np.ndarray] | None = None
         self._heldout_parts: list[tuple[torch.Tensor, torch.Tensor]] = []
 
+    def model_inputs(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """The model's arguments for a training batch (its tensors, `padded`), with `scored_per_row` where the step
+        must not sync with the host (`fixed_shapes`)."""
+        o = self.hparams.objective
+        scored = max_labels(batch["mlm_labels"].shape[1], o["mlm_probability"], o["whole_word_masking"], o["causal"])
+        return {**batch, "causal": self.causal, "scored_per_row": scored if self.fixed_shapes else None}
+
     def training_step(self, batch: dict[str, Any], _: int) -> torch.Tensor:
         torch.manual_seed(derive_seed(self.seed, DROPOUT_STREAM, batch.pop("batch_index")))
-        out = self.model(**batch, causal=self.causal)
+        batch.pop("tokens", None)  # counted before the batch reached the device (`PretrainData`)
+        out = self.model(**self.model_inputs(batch))
         logs = {"train/loss": out.loss, "train/mlm_loss": out.mlm_loss, "train/mlm_acc": out.mlm_accuracy}
         if out.nsp_loss is not None:
             logs |= {"train/nsp_loss": out.nsp_loss, "train/nsp_acc": out.nsp_accuracy}
@@ -75,6 +84,10 @@ class PretrainModule(pl.LightningModule):
         groups = decay_groups((p for p in self.parameters() if p.requires_grad), o["weight_decay"])
         warmup = max(1, min(o["warmup_steps"], o["max_steps"] - 1))
         return adamw(self, groups, o["lr"], o["betas"], o["eps"], warmup, o["max_steps"])
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        clip_gradients(optimizer, gradient_clip_val)  # by norm, also for a fused AdamW under bf16
 
 
 def plain_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

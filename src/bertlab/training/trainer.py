@@ -166,10 +166,34 @@ def adamw(module: Any, groups: list[dict[str, Any]], lr: float, betas: Sequence[
 
 
 def fused_adamw(module: Any) -> bool:
-    """Whether a LightningModule may use a fused AdamW (one kernel for all parameters: faster). Not under mixed
-    precision, where Lightning cannot clip a fused optimizer's gradients."""
+    """Whether a LightningModule may use a fused AdamW (one kernel for all parameters: faster): not under fp16's
+    loss scaling, where a fused step unscales the gradients itself, after they would have been clipped."""
     trainer = getattr(module, "_trainer", None)
-    return trainer is None or str(trainer.precision).startswith("32")
+    return trainer is None or not str(trainer.precision).startswith("16")
+
+
+def clip_gradients(optimizer: torch.optim.Optimizer, max_norm: float | None) -> None:
+    """Lightning's gradient clipping by norm (`torch.nn.utils.clip_grad_norm_` over the optimizer's parameters, in
+    their order, as its precision plugins call it: the same numbers), which its mixed-precision plugin refuses for a
+    fused optimizer even under bf16, which has no loss scale to undo: a LightningModule's
+    `configure_gradient_clipping` calls this instead."""
+    if max_norm:
+        torch.nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], max_norm)
+
+
+# Dense bf16 peaks by datasheet (TFLOP/s), by a part of a CUDA device's name (the first that matches)
+PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("H200", 989.0), ("A100", 312.0))
+
+
+def peak_tflops(impl: DictConfig, trainer: Any) -> float | None:
+    """The peak that model FLOP utilisation is reckoned against: `impl.peak_tflops`, else a CUDA device's dense bf16
+    peak (`PEAK_TFLOPS`) where the run computes in bf16, else None (not known)."""
+    if impl.get("peak_tflops"):
+        return float(impl.peak_tflops)
+    if not on_cuda(trainer) or "bf16" not in str(trainer.precision):
+        return None
+    name = torch.cuda.get_device_name(trainer.strategy.root_device)
+    return next((peak for part, peak in PEAK_TFLOPS if part in name), None)
 
 
 def warmup_then_decay(opt: torch.optim.Optimizer, warmup: int, total: int) -> dict[str, Any]:

@@ -1,0 +1,32 @@
+"""benchmarks/pretrain_throughput.py at a profile's recipe, on the stage's own batches, as a user runs it on a CPU."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import REPO
+
+TINY = ["model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.intermediate_size=64",
+        "pretrain.batch_size=8"]
+
+
+def test_the_benchmark_times_the_gpu_profiles_recipe_on_the_stages_batches(prepared: Path) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks/pretrain_throughput.py"), "--profile", "gpu",
+                           "--set", *TINY, "--data", str(prepared), "--rounds", "2", "--warmup", "1", "--threads", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    recipe = re.search(r"recipe: profile gpu .*rotary positions, dropout 0.0; mlm_nsp at 40% masking; batch 8 x seq "
+                       r"64 \(the stage's batches of .*, (\d+\.\d)% padding\); clip 0.5;", out)
+    assert recipe and float(recipe.group(1)) > 0, out  # NSP pairs: some rows shorter than their batch
+    rows = {line[:56].strip(): line[56:].split() for line in out.splitlines() if line.startswith(("bertlab", "trans"))}
+    assert {"bertlab (fused AdamW)", "transformers BertForPreTraining (sdpa)"} <= rows.keys(), out
+    assert float(rows["transformers BertForPreTraining (sdpa)"][2].rstrip("x")) == 1.0  # the reference
+    assert re.search(r"^bertlab \(fused AdamW\) / transformers BertForPreTraining \(sdpa\): \d+\.\d\dx \(tokens/s\)$",
+                     out, re.M), out
+    bad = subprocess.run([sys.executable, str(REPO / "benchmarks/pretrain_throughput.py"), "--profile", "gpu",
+                          "--data", str(prepared / "nowhere")], capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("error: --data")
