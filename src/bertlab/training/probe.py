@@ -145,9 +145,10 @@ def fit(train: Features, *, cs: Sequence[float], folds: int, seed: int, tol: flo
     scaler = StandardScaler().fit(train.x)
     x = scaler.transform(train.x)
     grid = [float(c) for c in cs]
-    # One BLAS thread: products this thin gain nothing from more, and on a busy 2-core machine 2 threads took 20x
-    # as long (35 s against 1.7 s for one fit of 67k x 192 features, 9 classes); one also fixes the sums' order.
-    with threadpool_limits(limits=1, user_api="blas"), warnings.catch_warnings(record=True) as caught:
+    # BLAS on the stage's threads (impl.threads), not its own default: on a busy 2-core machine two BLAS threads
+    # beside torch's took 20x as long as one (35 s against 1.7 s for one fit of 67k x 192 features, 9 classes).
+    with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"), \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         path = LogisticRegressionCV(
             Cs=grid, cv=splits(train, folds, seed, grouped), scoring=SCORING, l1_ratios=(0.0,), solver="lbfgs",
