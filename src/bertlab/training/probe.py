@@ -54,6 +54,7 @@ class Probe:
     cs: list[float]  # the grid
     cv_log_loss: list[float]  # per C, the mean held-out log-loss over the folds
     iterations: int  # L-BFGS iterations of the final fit
+    cv_iterations: int  # ... of the cross-validation's fits, all folds and Cs
     converged: bool  # every fit (the folds' and the final one) ended on its tolerance, none on `max_iter`
 
     @property
@@ -73,8 +74,9 @@ class Probe:
         return {"solver": "sklearn LogisticRegression (L-BFGS, L2) on standardised features",
                 "C": self.c, "Cs": self.cs, "cv_folds": folds, "cv_scoring": "log_loss",
                 "cv_log_loss": [round(v, 6) for v in self.cv_log_loss], "C_at_grid_edge": best in (0, len(self.cs) - 1),
-                "iterations": self.iterations, "converged": self.converged, "tol": tol, "max_iter": max_iter,
-                "train_vectors": train_vectors, "features": int(self.model.coef_.shape[1])}
+                "iterations": self.iterations, "cv_iterations": self.cv_iterations, "converged": self.converged,
+                "tol": tol, "max_iter": max_iter, "train_vectors": train_vectors,
+                "features": int(self.model.coef_.shape[1])}
 
 
 def features(encoder: BertEncoder, rows: Sequence[dict[str, Any]], kind: str, strategy: str, causal: bool,
@@ -161,7 +163,7 @@ def fit(train: Features, *, cs: Sequence[float], folds: int, seed: int, tol: flo
     if stopped:
         log.warning("the probe's solver stopped before finetune.probe_tol=%g in %d fit(s) (finetune.probe_max_iter=%d):"
                     " %s", tol, len(stopped), max_iter, str(stopped[0].message).splitlines()[0])
-    return Probe(scaler, model, grid, cv_log_loss, int(np.max(model.n_iter_)), not stopped)
+    return Probe(scaler, model, grid, cv_log_loss, int(np.max(model.n_iter_)), int(path.n_iter_.sum()), not stopped)
 
 
 def predictions(probe: Probe, split: Features, rows: Sequence[dict[str, Any]], kind: str, outside: int) -> list:
