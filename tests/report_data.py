@@ -78,7 +78,9 @@ def ft(encoder: str, task: str, score: float | str | None, seed: int = 1, mode: 
         "reason": None if value is not None else "not in mirror",
         "metrics": {split: {metric: value}} if value is not None else {}, "headline": value,
         "headline_metric": metric, "train_seconds": 1.0, "_items": item_file if with_items else None,
-        "steps": 300 if value is not None else None, "train_examples": 4800 if value is not None else None,
+        "steps": 300 if value is not None and mode != "probe" else None,
+        "train_examples": 4800 if value is not None else None,
+        **({"probe": {"C": 0.01, "converged": True}} if mode == "probe" else {}),
     }
 
 

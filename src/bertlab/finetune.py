@@ -10,13 +10,18 @@ downloaded gets a `"status": "no data"` record instead, and the stage still succ
 settings, the encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs, and one
 finished under its own name with that key does nothing (`impl.reuse_twins`).
 
+A linear probe (`finetune.mode=probe`) trains no module: a logistic regression is fitted to convergence on the frozen
+encoder's features (`bertlab.training.probe`), and its cell writes the same files (`metrics.csv`: its
+cross-validation curve, log-loss per C; `steps` null, the solver's iterations in `probe`).
+
 The pieces, in `bertlab.training`: `kinds` (what each task kind encodes, predicts and is scored by),
-`task_datamodule` (splits -> batches), `finetune_module` (the LightningModule); `bertlab.evaluate` (metrics, items,
-floors).
+`task_datamodule` (splits -> batches), `finetune_module` (the LightningModule), `probe`; `bertlab.evaluate` (metrics,
+items, floors).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import shutil
@@ -27,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
@@ -34,12 +40,13 @@ from tokenizers import Tokenizer
 from bertlab import stage
 from bertlab.data.tasks import Task, missing_data
 from bertlab.errors import UserError
-from bertlab.evaluate import items_and_floor
-from bertlab.files import atomic_dir, read_json, read_tokenizer, remove_tree, require, write_json
+from bertlab.evaluate import TaggingEvaluator, items_and_floor
+from bertlab.files import atomic_dir, finite, read_json, read_tokenizer, remove_tree, require, write_json
 from bertlab.modeling.export import load_encoder
 from bertlab.modeling.model import BertEncoder
 from bertlab.runs import cell_fields, cell_key, reuse
 from bertlab.training.finetune_module import FinetuneModule
+from bertlab.training import probe
 from bertlab.training.kinds import KINDS, Lengths
 from bertlab.training.task_datamodule import TaskDataModule
 from bertlab.training.trainer import make_loggers, make_trainer, on_cuda
@@ -117,7 +124,8 @@ def finetune(cfg: DictConfig) -> Result:
             return Result(record, finished_before=own)
         return Result(read_json(out_dir / "metrics.json"), items=read_json(out_dir / "items.json"),
                       finished_before=own)
-    return train_and_score(cfg, task, record | {"run_key": key}, out_dir)
+    score = probe_and_score if cfg.finetune.mode == "probe" else train_and_score
+    return score(cfg, task, record | {"run_key": key}, out_dir)
 
 
 def no_data(out_dir: Path, record: dict[str, Any], reason: str) -> Result:
@@ -128,6 +136,15 @@ def no_data(out_dir: Path, record: dict[str, Any], reason: str) -> Result:
     with atomic_dir(out_dir) as tmp:
         write_json(tmp / "metrics.json", record)
     return Result(record)
+
+
+def scored(task: Task, data: TaskDataModule, objective: str | None, results: dict[str, dict[str, float | None]],
+           floor: float | None) -> dict[str, Any]:
+    """What the record of a scored cell says, however it trained: its metrics per split, headline, floor, examples."""
+    return {"status": "ok", "objective": objective, "causal": objective == "ltr", "metrics": results,
+            "headline": results[task.eval_splits[0]].get(task.metric), "floor": {task.metric: floor},
+            "train_examples": data.train_examples, "eval_examples": sum(data.eval_examples.values()),
+            "eval_examples_per_split": data.eval_examples}
 
 
 def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir: Path) -> Result:
@@ -168,10 +185,7 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     first, lengths = task.eval_splits[0], data.lengths
     items, floor = items_and_floor(task, data.evaluators[0], module.evaluations[first])
     record |= {
-        "status": "ok", "objective": objective, "causal": causal, "metrics": module.results,
-        "headline": module.results[first].get(task.metric), "floor": {task.metric: floor},
-        "train_examples": data.train_examples, "eval_examples": sum(data.eval_examples.values()),
-        "eval_examples_per_split": data.eval_examples,
+        **scored(task, data, objective, module.results, floor),
         "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1),
         "steps": trainer.global_step,
         "lengths": {"max_seq_length": lengths.max_seq_length, **(
@@ -189,6 +203,52 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
              cfg.name, task.metric, record["headline"], first, floor, trainer.global_step, data.train_examples,
              train_seconds, eval_seconds)
     return Result(record, module, items)
+
+
+def probe_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir: Path) -> Result:
+    """A linear probe (`bertlab.training.probe`): the frozen encoder's features of the training and dev examples,
+    a logistic regression fitted to convergence on the training ones, the dev set scored once; writes metrics.json,
+    items.json and the cross-validation curve (metrics.csv: the mean held-out log-loss per C)."""
+    ft, data_dir = cfg.finetune, Path(cfg.data_dir)
+    tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
+    tokenizer = read_tokenizer(tokenizer_file)
+    encoder, objective = load_encoder(encoder_dir(cfg), 0.0, tokenizer.get_vocab_size(), tokenizer_file)
+    data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)
+    device = torch.device("cuda" if cfg.impl.accelerator != "cpu" and torch.cuda.is_available() else "cpu")
+    extract = functools.partial(probe.features, encoder, kind=task.kind, strategy=ft.features,
+                                causal=objective == "ltr", pad_id=data.pad_id,
+                                batch_size=int(cfg.impl.eval_batch_size), device=device)
+    start = time.perf_counter()
+    train = extract(data.train_rows)
+    fitted = probe.fit(train, cs=ft.probe_cs, folds=ft.probe_folds, seed=cfg.seed, tol=ft.probe_tol,
+                       max_iter=ft.probe_max_iter, grouped=task.kind == "tagging")
+    train_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    evaluations = {}
+    for rows, evaluator in zip(data.eval_rows, data.evaluators, strict=True):
+        outside = evaluator.outside if isinstance(evaluator, TaggingEvaluator) else 0
+        found = probe.predictions(fitted, extract(rows), rows, task.kind, outside)
+        evaluations[evaluator.split] = evaluator.evaluate(found)
+    eval_seconds = time.perf_counter() - start
+    first = task.eval_splits[0]
+    items, floor = items_and_floor(task, data.evaluators[0], evaluations[first])
+    record |= {
+        **scored(task, data, objective, {split: finite(e.metrics) for split, e in evaluations.items()}, floor),
+        "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1),
+        "steps": None,  # no optimizer updates: the solver's own iterations are in `probe`
+        "probe": fitted.record(ft.probe_folds, ft.probe_tol, ft.probe_max_iter, len(train.x)),
+        "lengths": {"max_seq_length": data.lengths.max_seq_length},
+    }
+    if rank_zero_only.rank == 0:
+        with atomic_dir(out_dir) as tmp:
+            write_json(tmp / "metrics.json", record)
+            write_json(tmp / "items.json", items)
+            fitted.write_curve(tmp / "metrics.csv")
+    log.info("%s: %s = %s (%s; floor %s) by a probe at C=%g (%d-fold CV of %d training examples; %d iterations, %s)"
+             ", in %.1f s + %.1f s eval", cfg.name, task.metric, record["headline"], first, floor, fitted.c,
+             ft.probe_folds, data.train_examples, fitted.iterations,
+             "converged" if fitted.converged else "NOT converged", train_seconds, eval_seconds)
+    return Result(record, items=items)
 
 
 @stage.main(named_runs=True)

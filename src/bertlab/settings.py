@@ -94,7 +94,8 @@ SETTINGS: dict[str, Number] = {
     "finetune.squad_max_eval_examples": count(nullable=True), "finetune.subsample_seed": count(0),
     "finetune.bilstm_hidden": count(nullable=True), "finetune.bilstm_layers": count(),
     "finetune.doc_stride": count(), "finetune.max_query_length": count(), "finetune.n_best_size": count(),
-    "finetune.max_answer_length": count(),
+    "finetune.max_answer_length": count(), "finetune.probe_folds": count(2), "finetune.probe_tol": POSITIVE,
+    "finetune.probe_max_iter": count(),
     "impl.threads": count(nullable=True), "impl.eval_batch_size": count(), "impl.num_workers": count(0),
     "impl.num_nodes": count(nullable=True), "impl.max_device_batch": count(nullable=True),
     "impl.peak_tflops": Number(False, 0.0, open_lo=True, nullable=True),
@@ -160,9 +161,28 @@ def check(cfg: DictConfig) -> None:
     if length and short and (length % short or short >= length):
         raise UserError(f"pretrain_data.short_seq_length={short}: must divide max_seq_length={length} and be shorter "
                         "(a short batch holds the same tokens)")
+    check_probe(cfg)
     heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")
+
+
+def check_probe(cfg: DictConfig) -> None:
+    """A linear probe's settings (`bertlab.training.probe`): its grid of C, and a task and features it can read."""
+    if _has(cfg, "finetune.probe_cs"):
+        cs = OmegaConf.select(cfg, "finetune.probe_cs")
+        values = OmegaConf.to_container(cs) if OmegaConf.is_list(cs) else None
+        if not values or any(POSITIVE.problem(c) for c in values):
+            raise UserError(f"finetune.probe_cs={cs!r}: expected a list of numbers > 0 (the inverse L2 strengths the "
+                            "probe's cross-validation chooses from)")
+    if OmegaConf.select(cfg, "finetune.mode") != "probe":
+        return
+    if (kind := OmegaConf.select(cfg, "task.kind")) not in (None, "classification", "tagging"):
+        raise UserError(f"finetune.mode=probe: a linear probe predicts a class per example or a tag per word, not "
+                        f"task {OmegaConf.select(cfg, 'task.name')}'s {kind} outputs")
+    if (features := OmegaConf.select(cfg, "finetune.features")) in ("sum_last_four", "sum_all"):
+        raise UserError(f"finetune.features={features}: a probe reads fixed features (embeddings, last, "
+                        "second_to_last, concat_last_four); a scalar mix is learned")
 
 
 def check_appended(overrides: Sequence[str], compose: Callable[[list[str]], DictConfig], conf_dir: Path) -> None:

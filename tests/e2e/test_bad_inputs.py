@@ -57,6 +57,9 @@ SETTINGS_CASES = [
      "pretrain.warmup_steps=20 exceeds pretrain.max_steps=10"),
     ("heldout-mask-rate-zero", "pretrain", ["objective.heldout_mlm_probability=0"],
      "objective.heldout_mlm_probability=0"),
+    ("probe-of-a-learned-mix", "finetune", ["finetune.mode=probe", "finetune.features=sum_all"],
+     "finetune.features=sum_all: a probe reads fixed features"),
+    ("probe-grid-empty", "finetune", ["finetune.mode=probe", "finetune.probe_cs=[]"], "finetune.probe_cs=[]"),
 ]
 
 

@@ -1,5 +1,6 @@
 """Stage `finetune` end to end on synthetic tasks and tiny encoders (the `finetune_data` fixture: a temp data dir)."""
 
+import csv
 import json
 from pathlib import Path
 
@@ -19,7 +20,9 @@ from bertlab.metrics import glue_metrics
 from bertlab.modeling.export import CONFIG, load_plain
 from bertlab.modeling.features import FEATURES
 from bertlab.stage import CONF_DIR
+from bertlab.training import probe
 from bertlab.training.finetune_module import FinetuneModule
+from bertlab.training.task_datamodule import subsample
 from tests.helpers import finetune_config, save_encoder
 
 
@@ -57,6 +60,10 @@ def check_items(finetune_data: Path, record: dict, kind: str) -> dict:
     assert recompute(record, items["model"]) == pytest.approx(record["headline"], rel=1e-6)
     assert recompute(record, items["floor"]) == pytest.approx(record["floor"][metric], rel=1e-6, abs=1e-9)
     return items
+
+
+def train_split(finetune_data: Path, task: str) -> datasets.Dataset:
+    return datasets.load_from_disk(str(finetune_data / "download" / "tasks" / task))["train"]
 
 
 def dev(finetune_data: Path, task: str) -> datasets.Dataset:
@@ -252,22 +259,53 @@ def test_mean_pooling_averages_the_real_tokens_only(finetune_data: Path) -> None
         make_module(finetune_data, pooling="max")
 
 
-@pytest.mark.parametrize("task", ["sst2", "conll2003"])
-def test_a_probe_trains_one_linear_layer_on_frozen_features(finetune_data: Path, task: str) -> None:
-    before, _ = load_plain(finetune_data / "pretrain" / "tiny")
-    result = finetune(finetune_config(finetune_data, f"name=probe_{task}", f"task={task}", "finetune.mode=probe",
-                             "finetune.features=last", "finetune.max_train_examples=48", "finetune.epochs=1"))
-    record, module = result.record, result.module
+PROBE = ("finetune.mode=probe", "finetune.features=last", "finetune.max_train_examples=120")
+
+
+@pytest.mark.parametrize(("task", "kind"), [("sst2", "classification"), ("conll2003", "tagging")])
+def test_a_probe_cell_fits_a_converged_probe_and_writes_what_the_report_reads(finetune_data: Path, task: str,
+                                                                              kind: str) -> None:
+    result = finetune(finetune_config(finetune_data, f"name=probe_{task}", f"task={task}", *PROBE))
+    record = read_record(finetune_data, f"probe_{task}")
+    assert record == result.record and result.module is None  # no module trains: a solver fits the probe
     assert record["mode"] == "probe" and record["features"] == "last" and record["bilstm"] is False
-    trained = [n for n, p in module.named_parameters() if p.requires_grad]
-    assert trained == ["head.out.weight", "head.out.bias"] and module.bilstm is None
-    for name, tensor in before.encoder.state_dict().items():
-        assert torch.equal(tensor, module.encoder.state_dict()[name]), name
-    if task == "sst2":  # the mean of the real tokens' last-layer states, no pooler
-        batch = padded_batch()
-        tokens, out = module.eval().token_features(batch)
-        vector = module.sentence_vector(tokens, out, batch["attention_mask"])
-        assert torch.allclose(vector[0], out.last_hidden_state[0, :4].mean(0), atol=1e-6)
+    assert record["status"] == "ok" and record["steps"] is None and record["train_examples"] == 120
+    fitted = record["probe"]
+    assert fitted["converged"] is True and fitted["iterations"] < fitted["max_iter"]
+    assert fitted["Cs"] == finetune_config(finetune_data).finetune.probe_cs and fitted["cv_folds"] == 5
+    assert fitted["features"] == 32 and fitted["C"] == fitted["Cs"][int(np.argmin(fitted["cv_log_loss"]))]
+    words = [len(t) for t in subsample(train_split(finetune_data, task), 120, 0)["tokens"]] if kind == "tagging" else []
+    assert fitted["train_vectors"] == (sum(words) if words else 120)  # a vector per example, or per word
+    with (finetune_data / "finetune" / f"probe_{task}" / "metrics.csv").open() as f:
+        curve = list(csv.DictReader(f))
+    assert [float(r["C"]) for r in curve] == fitted["Cs"]
+    assert [float(r["cv_log_loss"]) for r in curve] == pytest.approx(fitted["cv_log_loss"], abs=1e-6)
+    items = check_items(finetune_data, record, kind)
+    floor = record["floor"][record["headline_metric"]]
+    assert record["headline"] > floor + 20  # the tiny encoder's features carry the synthetic tasks' signal
+    again = finetune(finetune_config(finetune_data, f"name=probe_{task}_again", f"task={task}", *PROBE))
+    assert again.items["model"] == items["model"] and again.record["probe"] == fitted  # a function of its inputs
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_probe_features_are_the_real_tokens_mean_or_each_words_first_sub_token(finetune_data: Path,
+                                                                               causal: bool) -> None:
+    encoder = load_plain(finetune_data / "pretrain" / "tiny")[0].encoder.eval()
+    batch = padded_batch()
+    rows = [{"input_ids": ids[:n].tolist(), "token_type_ids": [0] * int(n), "label": i,
+             "label_ids": [-100, 4, -100, 1, 0, -100][:n]}
+            for i, (ids, n) in enumerate(zip(batch["input_ids"], batch["attention_mask"].sum(1)))]
+    rows.reverse()  # any order in, row order out
+    with torch.no_grad():
+        states = encoder(*(batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")),
+                         causal=causal).last_hidden_state
+    extract = dict(strategy="last", causal=causal, pad_id=0, batch_size=1, device=torch.device("cpu"))
+    sentences = probe.features(encoder, rows, "classification", **extract)
+    assert np.allclose(sentences.x, [states[1].mean(0), states[0, :4].mean(0)], atol=1e-5)
+    assert sentences.y.tolist() == [1, 0] and sentences.row.tolist() == [0, 1]
+    words = probe.features(encoder, rows, "tagging", **extract)
+    assert np.allclose(words.x, [states[1, 1], states[1, 3], states[1, 4], states[0, 1], states[0, 3]], atol=1e-5)
+    assert words.y.tolist() == [4, 1, 0, 4, 1] and words.row.tolist() == [0, 0, 0, 1, 1]
 
 
 def test_every_encoder_and_seed_scores_the_same_dev_items(finetune_data: Path) -> None:

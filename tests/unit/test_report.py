@@ -315,7 +315,11 @@ def test_the_summary_says_what_the_encoder_learned(built) -> None:
     assert summary[0].startswith("- `bert`'s held-out perplexity at `[MASK]` inputs is 0.044 [")  # 40 / 900
     assert summary[0].endswith("× the unigram floor of the same positions (the claim: at most 0.5 × unigram): it has "
                                "learned well beyond word frequencies.")
-    assert summary[1] == "- Its frozen features against a never-trained encoder's, by a linear probe (A − B): not run."
+    assert summary[1] == ("- Its frozen features against a never-trained encoder's, by a linear probe (A − B): not "
+                          "run. Each side's probe is a logistic regression on its frozen, standardised features (a "
+                          "sentence's mean real-token vector; a word's first sub-token), fitted to convergence with "
+                          "its L2 strength chosen by cross-validated log-loss on the training examples only: the "
+                          "same procedure for both encoders.")
     assert re.fullmatch(r"- The paper's claims on our runs: \d+ reproduced, \d+ contradicted, \d+ unresolved at this "
                         r"scale, \d+ not measured of \d+ pairs\.", summary[2])
 
@@ -328,8 +332,10 @@ def test_an_encoder_at_its_floor_is_said_to_have_not_learned_enough(tmp_path: Pa
     ablations.build(config(tmp_path), profile="smoke")
     md = (tmp_path / "reports" / "ablations.md").read_text()
     assert "it has **not learned enough beyond word frequencies to test the pretraining claims**" in md
-    assert re.search(r"by a linear probe \(A − B\): SST-2 \+1\.0 \[[-+]\d+\.\d, [-+]\d+\.\d\] \(unresolved at this scale\)\.",
-                     md)  # the probe cells run on SST-2 only: CoNLL-2003's pair is not listed
+    # the probe cells run on SST-2 only: CoNLL-2003's pair is not listed
+    assert re.search(r"by a linear probe \(A − B\): SST-2 \+1\.0 \[[-+]\d+\.\d, [-+]\d+\.\d\] "
+                     r"\(unresolved at this scale\)\. Each side's probe", md)
+    assert "| probe to convergence, 4,800 examples | **unresolved at this scale** |" in md  # a solver, no updates
 
 
 def test_the_report_writes_only_its_declared_outputs_and_removes_nothing(tmp_path: Path) -> None:

@@ -40,3 +40,31 @@ def test_safe_run_names_pass(name: str) -> None:
 def test_unsafe_run_names_are_refused(name: object) -> None:
     with pytest.raises(UserError, match="one path component"):
         check_name(name)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["task=stsb"], "finetune.mode=probe: a linear probe predicts a class per example or a tag per word, not task "
+                    "stsb's regression outputs"),
+    (["task=squad"], "finetune.mode=probe: a linear probe predicts a class per example or a tag per word, not task "
+                     "squad's span outputs"),
+    (["finetune.features=sum_all"], "finetune.features=sum_all: a probe reads fixed features (embeddings, last, "
+                                    "second_to_last, concat_last_four); a scalar mix is learned"),
+    (["finetune.probe_cs=[]"], "finetune.probe_cs=[]: expected a list of numbers > 0 (the inverse L2 strengths the "
+                               "probe's cross-validation chooses from)"),
+    (["finetune.probe_cs=[0.1,-1]"], "finetune.probe_cs=[0.1, -1]: expected a list of numbers > 0 (the inverse L2 "
+                                     "strengths the probe's cross-validation chooses from)"),
+    (["finetune.probe_folds=1"], "finetune.probe_folds=1: expected an integer >= 2"),
+])
+def test_a_probe_it_cannot_fit_is_refused_at_the_door(overrides: list[str], message: str) -> None:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["profile=smoke", "finetune.mode=probe", *overrides])
+    with pytest.raises(UserError) as err:
+        check(cfg)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("overrides", [["task=sst2"], ["task=conll2003", "finetune.features=concat_last_four"],
+                                       ["task=stsb", "finetune.mode=finetune"]])
+def test_a_probe_it_can_fit_passes(overrides: list[str]) -> None:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        check(compose(config_name="config", overrides=["profile=smoke", "finetune.mode=probe", *overrides]))

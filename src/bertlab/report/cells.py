@@ -90,8 +90,7 @@ def finetune_cell(results: Results, columns: dict[str, Any], task: str, fields: 
         raw = [r["metrics"][col["split"]][col["metric"]] for r in ok]
     except KeyError as err:
         raise UserError(f"a {task} run has no metrics.{col['split']}.{col['metric']} ({err})") from err
-    budget = "; ".join(f"{s:,} updates, {e:,} examples" if s is not None and e is not None else "?"
-                       for s, e in sorted({(r.get("steps"), r.get("train_examples")) for r in ok}, key=str))
+    budget = "; ".join(sorted({budget_of(r) for r in ok}))
     cell = Cell(OK, tuple(math.nan if v is None else float(v) for v in raw), metric=col["metric"],  # None: not finite
                 budget=budget)
     missing = [r["name"] for r in ok if r["name"] not in results.items]
@@ -103,6 +102,17 @@ def finetune_cell(results: Results, columns: dict[str, Any], task: str, fields: 
     first = items[0]
     return replace(cell, kind=first.kind, scored_on=first.scored_on, n_items=first.n,
                    runs=tuple(i.model for i in items), floor=first.floor, floor_name=first.floor_name)
+
+
+def budget_of(run: dict[str, Any]) -> str:
+    """A fine-tuning run's budget: its optimizer updates and training examples, or a probe's (a solver run to
+    convergence, no updates)."""
+    steps, examples = run.get("steps"), run.get("train_examples")
+    if examples is None:
+        return "?"
+    if "probe" in run:
+        return f"probe to convergence, {examples:,} examples"
+    return f"{steps:,} updates, {examples:,} examples" if steps is not None else "?"
 
 
 def pretrain_cell(results: Results, encoder: str) -> Cell:

@@ -29,6 +29,9 @@ VERDICTS = (
 )
 PPL_NOTE = ("The perplexity intervals cover held-out instances only: each encoder has one pretraining run, so the "
             "variation between pretraining runs is not in them.")
+PROBE_NOTE = ("Each side's probe is a logistic regression on its frozen, standardised features (a sentence's mean "
+              "real-token vector; a word's first sub-token), fitted to convergence with its L2 strength chosen by "
+              "cross-validated log-loss on the training examples only: the same procedure for both encoders.")
 HELDOUT_NOTE = (
     "Held-out perplexity is scored where the input shows `[MASK]`: the held-out positions are chosen at the paper's "
     "15%, and every one of them shows `[MASK]`, so a model earns nothing for copying a visible answer. (Reports "
@@ -130,7 +133,7 @@ def summary_section(findings: list[Finding], label: dict[str, str]) -> list[str]
     if probe:
         parts = [f"{label.get(p.column, p.column)} {_difference(p)} ({p.contrast.verdict})" for p in probe.pairs]
         lines.append(f"- Its frozen features against a never-trained encoder's, by a linear probe (A − B): "
-                     f"{'; '.join(parts) or 'not run'}.")
+                     f"{'; '.join(parts) or 'not run'}. {PROBE_NOTE}")
     pairs = [p.contrast for f in findings for p in f.pairs]
     lines.append(f"- The paper's claims on our runs: {stats.summarize(pairs)}.")
     return lines

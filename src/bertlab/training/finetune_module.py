@@ -1,10 +1,9 @@
 """The fine-tuning LightningModule: a task head on a pretrained encoder (optionally frozen, with layer features
 and a BiLSTM between them), trained with AdamW and BERT's schedule, and scored by the evaluators it is given.
 
-Modes: `finetune` (everything trains; `head_lr` for the new parameters), `feature_based` (Table 7: the
+Modes: `finetune` (everything trains; `head_lr` for the new parameters) and `feature_based` (Table 7: the
 encoder frozen, in eval mode and run under no_grad; token features from `features` feed a randomly
-initialised two-layer BiLSTM and the head) and `probe` (a linear probe: the same frozen features straight into the
-linear head, sentence tasks on the mean of the real tokens' features; what the features carry, not the paper's).
+initialised two-layer BiLSTM and the head). The third, `probe`, trains no module: `bertlab.training.probe`.
 Choices:
 
 - Sentence vector. Bidirectional encoders: BERT's pooled `[CLS]` (tanh(dense(h_[CLS]))). Causal (left-to-right,
@@ -62,8 +61,9 @@ class FinetuneModule(pl.LightningModule):
         for setting, value in (("mode", mode), ("pooling", pooling)):
             if value not in (choices := CHOICES[f"finetune.{setting}"]):
                 raise ValueError(f"unknown {setting} {value!r}; expected one of {', '.join(choices)}")
+        if mode == "probe":
+            raise ValueError("a probe is fitted by bertlab.training.probe, not trained as a module")
         self.task, self.causal, self.frozen, self.pooling = task, causal, mode != "finetune", pooling
-        self.probe = mode == "probe"
         self.lr, self.head_lr = lr, lr if head_lr is None else head_lr
         self.warmup_ratio, self.weight_decay, self.betas, self.eps = warmup_ratio, weight_decay, tuple(betas), eps
         self.encoder = encoder
@@ -76,12 +76,12 @@ class FinetuneModule(pl.LightningModule):
             self.features = LayerFeatures(features, c.num_layers, c.hidden_size)
             size = self.features.output_size
         self.bilstm = None
-        if (bilstm or self.frozen) and not self.probe:
+        if bilstm or self.frozen:
             self.bilstm = BiLSTM(size, bilstm_hidden or c.hidden_size, bilstm_layers, dropout=head_dropout)
             size = self.bilstm.output_size
         self.kind = KINDS[task.kind]
         self.head = self.kind.head(size, task.num_labels, head_dropout)
-        if self.bilstm is not None or self.probe or not self.kind.sentence:  # nothing reads the pooler: frozen, so
+        if self.bilstm is not None or not self.kind.sentence:  # nothing reads the pooler: frozen, so
             encoder.pooler.requires_grad_(False)  # every trained parameter is in the loss (plain DDP works)
         init_head(self.head, c.initializer_range)
         self.evaluators: list[Evaluator] = []
@@ -111,12 +111,10 @@ class FinetuneModule(pl.LightningModule):
         return out.last_hidden_state, out
 
     def sentence_vector(self, tokens: Tensor, out: Any, attention_mask: Tensor) -> Tensor:
-        """The pooled `[CLS]` (causal encoders: the last real token; `pooling="mean"`: the mean over real tokens);
-        a probe reads the mean of the real tokens' features, no pooler."""
-        if self.pooling == "mean" or self.probe:
+        """The pooled `[CLS]` (causal encoders: the last real token; `pooling="mean"`: the mean over real tokens)."""
+        if self.pooling == "mean":
             m = attention_mask.unsqueeze(-1).to(tokens.dtype)
-            mean = (tokens * m).sum(1) / m.sum(1)
-            return mean if self.probe else torch.tanh(self.encoder.pooler(mean))
+            return torch.tanh(self.encoder.pooler((tokens * m).sum(1) / m.sum(1)))
         if not self.causal:
             return out.pooled_output
         last = attention_mask.sum(1) - 1
