@@ -221,6 +221,21 @@ def test_stage_outputs(built) -> None:
     assert "second_to_last" not in metrics["table7"]
 
 
+def test_curves_are_grouped_and_labelled_by_the_objectives_name_and_properties(tmp_path: Path) -> None:
+    """A variant objective under its own name gets its own curve file and panel, its loss named by what it is."""
+    from bertlab.report.plots import loss_label
+
+    variant = pre("L3_H768_A12", (3, 768, 12, 3072), (1, 192, 12, 768), 450_000, 60.0, nsp=False) | {
+        "objective": "mlm_mask_only", "causal": False}
+    write_data(tmp_path / "data", pretrain=PRETRAIN | {"L3_H768_A12": variant})
+    ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
+    curves = sorted(p.name for p in (tmp_path / "reports" / "pretrain_loss").iterdir())
+    assert curves == ["ltr.csv", "mlm_mask_only.csv", "mlm_nsp.csv"]
+    assert "L3_H768_A12" in (tmp_path / "reports" / "pretrain_loss" / "mlm_mask_only.csv").read_text()
+    assert [loss_label(r) for r in (variant, PRETRAIN["bert"], PRETRAIN["ltr"])] == [
+        "MLM loss", "MLM + NSP loss", "next-token loss"]
+
+
 def test_markdown(built) -> None:
     out = built[1]
     md = (out / "ablations.md").read_text()
