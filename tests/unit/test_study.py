@@ -54,19 +54,20 @@ def test_inserting_runs_renames_no_other_stage(declared: dict, tmp_path: Path) -
     with its row: the stages there before keep their names, commands, deps and outputs."""
     before = stages(declared, tmp_path / "before")
     table5 = declared["tables"]["table5"]
+    task = next(t for t in declared["columns"] if not any(t in spec["tasks"] for spec in declared["tables"].values()))
+    assert "inserted" not in declared["encoders"] and "ltr-bilstm" in table5["rows"]
     edited = declared | {
-        "encoders": {"mlm_mask_only": ["objective=mlm"], **declared["encoders"]},
+        "encoders": {"inserted": ["objective=mlm"], **declared["encoders"]},
         "seeds": [0, *declared["seeds"]],
         "tables": declared["tables"] | {"table5": table5 | {
-            "tasks": ["rte", *table5["tasks"]],
-            "rows": {"nonsp-bilstm": {"label": "No NSP + BiLSTM"}, "mlm_mask_only-finetune": {"label": "[MASK] only"},
-                     **table5["rows"]}}}}
+            "tasks": [task, *table5["tasks"]],
+            "rows": {"inserted-bilstm": {"label": "ours"}, "inserted-finetune": {"label": "ours"}, **table5["rows"]}}}}
     after = stages(edited, tmp_path / "after")
     assert {name: after.get(name) for name in before} == before
     added = set(after) - set(before)
-    assert {"finetune_table5@rte-bert-finetune-1", "finetune_table5@sst2-nonsp-bilstm-2",
-            "finetune_table5@qnli-mlm_mask_only-finetune-0", "finetune_table7@conll2003-bert-finetune-0",
-            "pretrain@mlm_mask_only"} <= added
+    assert {f"finetune_table5@{task}-bert-finetune-1", "finetune_table5@sst2-inserted-bilstm-2",
+            "finetune_table5@qnli-inserted-finetune-0", "finetune_table7@conll2003-bert-finetune-0",
+            "pretrain@inserted"} <= added
     rows, tasks, seeds = len(table5["rows"]) + 2, len(table5["tasks"]) + 1, len(declared["seeds"]) + 1
     others = sum(len(t["tasks"]) * len(t["rows"]) for name, t in declared["tables"].items() if name != "table5")
     assert len(added) == 1 + rows * tasks * seeds - len(table5["rows"]) * len(table5["tasks"]) * (seeds - 1) + others
