@@ -62,7 +62,7 @@ def base_overrides(params: dict[str, Any]) -> list[str]:
 
 def runs(params: dict[str, Any], spec: dict[str, Any], policy: dict[str, Any]) -> Iterator[Run]:
     """Every run of the pipeline: the data stages, each encoder of the study `spec` (the `ablations` config), each
-    cell of its tables and seed, the report; `policy` (the profile's `cells`) says which it leaves out."""
+    cell of its tables and seed, the report; `policy` (`cells`: what the profile runs) says which it leaves out."""
     base = base_overrides(params)
     for stage in ("download", "tokenizer", "pretrain_data"):
         yield Run(stage, stage, base)
@@ -80,14 +80,15 @@ def read_study(cfg: DictConfig, spec: dict[str, Any] | None = None) -> tuple[dic
     """The study and what the profile runs of it (its `cells`), checked: `spec`, or the composed `cfg`'s `ablations`,
     whose grid must then be the declaration file's, which dvc.yaml reads (a profile leaves runs out with `cells`, it
     does not redraw the grid)."""
-    if spec is None:
-        spec = OmegaConf.to_container(cfg.ablations, resolve=True)
-        declared = yaml.safe_load(DECLARATION.read_text(encoding="utf-8"))
-        for key in study.GRID:
-            if spec.get(key) != declared.get(key):
-                raise UserError(f"ablations.{key}: the profile {cfg.profile_name!r} changes it, but dvc.yaml's grid "
-                                f"is {DECLARATION}'s (a profile leaves runs out with `cells`)")
+    composed = spec is None
+    spec = OmegaConf.to_container(cfg.ablations, resolve=True) if composed else spec
     study.check(spec)
+    if composed:
+        declared = study.grid(yaml.safe_load(DECLARATION.read_text(encoding="utf-8")))
+        for key, value in study.grid(spec).items():
+            if value != declared[key]:
+                raise UserError(f"ablations.{key}: the profile {cfg.profile_name!r} changes its names, but dvc.yaml's "
+                                f"grid is {DECLARATION}'s (a profile leaves runs out with `cells`)")
     policy = spec.get("cells") or {}
     study.check_policy(policy, spec)
     return spec, policy

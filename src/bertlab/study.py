@@ -17,7 +17,6 @@ from bertlab.errors import UserError
 from bertlab.settings import NAME
 
 NOT_RUN = "not run"  # the status of a run the profile leaves out
-GRID = ("encoders", "modes", "seeds", "tables")  # what dvc.yaml reads from the declaration
 SEP = "-"  # joins a cell's parts: no encoder, mode or task name holds it
 
 
@@ -61,6 +60,12 @@ def cells(study: dict[str, Any]) -> Iterator[Cell]:
             for row in spec["rows"]:
                 for seed in study["seeds"]:
                     yield Cell(table, task, row, seed)
+
+
+def grid(study: dict[str, Any]) -> dict[str, Any]:
+    """What dvc.yaml reads of a (checked) declaration: the encoders' names, the seeds, each table's tasks and rows."""
+    tables = {t: (spec["tasks"], list(spec["rows"])) for t, spec in study["tables"].items()}
+    return {"encoders": list(study["encoders"]), "seeds": study["seeds"], "tables": tables}
 
 
 def tables_using(study: dict[str, Any], encoder: str) -> list[str]:

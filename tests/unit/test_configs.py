@@ -115,7 +115,7 @@ def test_a_profile_that_redraws_the_grid_is_refused() -> None:
     from bertlab.configs import read_study
 
     cfg = compose_with("profile=smoke", "ablations.seeds=[1]")
-    with pytest.raises(UserError, match=r"ablations.seeds: the profile 'smoke' changes it, but dvc.yaml's grid"):
+    with pytest.raises(UserError, match=r"ablations.seeds: the profile 'smoke' changes its names, but dvc.yaml's"):
         read_study(cfg)
     spec, policy = read_study(compose_with("profile=cpu"))
     assert spec["tables"] == DECLARED["tables"] and policy == DECLARED["cells"] == POLICY
