@@ -109,9 +109,11 @@ def finetune(cfg: DictConfig) -> Result:
     reason = missing_data(Path(cfg.data_dir) / "download" / "tasks" / task.name)
     record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
     if cfg.not_run:  # the profile leaves this cell of the grid out (the configs stage says why)
-        return Result(untrained(out_dir, record, NOT_RUN, f"not run at {cfg.profile_name}: {cfg.not_run}"),
-                      finished_before=True)
+        why = f"not run at {cfg.profile_name}: {cfg.not_run}"
+        print(f"{cfg.name}: {why}")
+        return Result(untrained(out_dir, record, NOT_RUN, why), finished_before=True)
     if reason is not None:
+        print(f"{task.name}: no data ({reason})")
         return Result(untrained(out_dir, record, "no data", reason))
     key = cell_key(cfg, encoder_dir(cfg))
     fields = {k: record[k] for k in ("name", "encoder", "features")}  # what a copied twin's record takes from this
@@ -128,7 +130,6 @@ def finetune(cfg: DictConfig) -> Result:
 def untrained(out_dir: Path, record: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
     """The record of a cell that trains nothing, `status` "no data" (its task's data could not be had) or "not run"
     (the profile leaves it out), with the reason: the tables say so, and the stage succeeds."""
-    print(f"{record['name']}: {status} ({reason})")
     record |= {"status": status, "reason": reason, "metrics": {}, "headline": None, "floor": None,
                "train_examples": None, "eval_examples": None, "train_seconds": None, "eval_seconds": None}
     with atomic_dir(out_dir) as tmp:

@@ -152,7 +152,7 @@ def run(cfg: DictConfig) -> bool:
         reason = f"not run at {cfg.profile_name}: {cfg.not_run}"
         with atomic_dir(Path(cfg.out_dir) / "pretrain" / cfg.name) as out:
             write_json(out / "metrics.json", {"name": cfg.name, "status": NOT_RUN, "reason": reason})
-        print(f"{cfg.name}: {NOT_RUN} ({reason})")
+        print(f"{cfg.name}: {reason}")
         return True
     data_dir = Path(cfg.data_dir)
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
