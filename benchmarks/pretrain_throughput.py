@@ -109,7 +109,7 @@ def stage_batches(recipe: Recipe, data_dir: Path, n: int) -> list[dict[str, Any]
 
     o = recipe.objective
     train = load_instances(data_dir / "pretrain_data" / f"train_{o['data']}")
-    collate = {"objective": o["name"], "vocab_size": recipe.config.vocab_size, "mlm_probability": o["mlm_probability"],
+    collate = {"causal": o["causal"], "nsp": o["nsp"], "vocab_size": recipe.config.vocab_size, "mlm_probability": o["mlm_probability"],
                "mask_replace_prob": o["mask_replace_prob"], "random_replace_prob": o["random_replace_prob"]}
     data = PretrainData(train, train, collate, batch_size=recipe.batch, seed=1, checkpoint_every=n,
                         heldout_mask_seed=0, eval_batch_size=recipe.batch, num_workers=0)

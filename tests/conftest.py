@@ -142,8 +142,8 @@ def finetune_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer = train_tokenizer(texts, vocab_size=200, min_frequency=1)
     (d / "tokenizer").mkdir()
     tokenizer.save(str(d / "tokenizer" / "tokenizer.json"))
-    save_encoder(d, "tiny", tokenizer.get_vocab_size(), "mlm_nsp")
-    save_encoder(d, "tiny_ltr", tokenizer.get_vocab_size(), "ltr")
+    save_encoder(d, "tiny", tokenizer.get_vocab_size(), "mlm_nsp", nsp=True, causal=False)
+    save_encoder(d, "tiny_ltr", tokenizer.get_vocab_size(), "ltr", nsp=False, causal=True)
     tasks = {
         "sst2": {"train": presence_task(rng, 480), "validation": presence_task(rng, 100)},
         "stsb": {"train": similarity_task(rng, 64), "validation": similarity_task(rng, 40)},

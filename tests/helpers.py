@@ -113,13 +113,15 @@ def validated_steps(data: Path, name: str) -> list[int]:
 
 # -- fine-tuning on the `finetune_data` fixture ---------------------------------------------------------------------
 
-def save_encoder(d: Path, name: str, vocab_size: int, objective: str) -> None:
-    """A 4-layer encoder in `d/pretrain/<name>`, as the pretrain stage leaves one (its objective in metrics.json)."""
+def save_encoder(d: Path, name: str, vocab_size: int, objective: str, *, nsp: bool, causal: bool) -> None:
+    """A 4-layer encoder in `d/pretrain/<name>`, as the pretrain stage leaves one (its objective's name and
+    properties in metrics.json)."""
     torch.manual_seed(0)
     config = BertConfig(vocab_size=vocab_size, num_layers=4, hidden_size=32, num_heads=4, intermediate_size=64,
                         max_position_embeddings=64, dropout=0.0, attention_dropout=0.0)  # as the cpu profile pretrains
-    save_plain(BertForPretraining(config, nsp=objective == "mlm_nsp"), config, d / "pretrain" / name)
-    write_json(d / "pretrain" / name / "metrics.json", {"name": name, "objective": objective})
+    save_plain(BertForPretraining(config, nsp=nsp), config, d / "pretrain" / name)
+    write_json(d / "pretrain" / name / "metrics.json", {"name": name, "objective": objective, "nsp": nsp,
+                                                        "causal": causal})
 
 
 ENV = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}

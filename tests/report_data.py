@@ -64,16 +64,21 @@ def headline(item_file: dict[str, Any], side: str = "model") -> float:
     return stats.score(item_file["kind"], item_file["metric"], cols)
 
 
+FROZEN = {"finetune": ("finetune", None, False), "bilstm": ("finetune", None, True), "probe": ("probe", "last", False)}
+
+
 def ft(encoder: str, task: str, score: float | str | None, seed: int = 1, mode: str = "finetune",
-       features: str = "last", bilstm: bool = False, with_items: bool = True) -> dict[str, Any]:
-    """A fine-tuning run: its metrics.json record, and under "_items" its items.json (None: no items file).
+       with_items: bool = True) -> dict[str, Any]:
+    """A fine-tuning run of row `<encoder>-<mode>` (`mode`: a mode of the study; any other is a Table 7 strategy), as
+    the pipeline names it: its metrics.json record, and under "_items" its items.json (None: no items file).
     `score` None = the task had no data."""
-    name = f"{encoder}-{task}-{mode}-{features}-{bilstm}-{seed}"
+    name = f"{task}-{encoder}-{mode}-{seed}"
+    finetune_mode, features, bilstm = FROZEN.get(mode, ("feature_based", mode, True))
     split, metric = SPLIT.get(task, "validation"), METRIC.get(task, "accuracy")
     item_file = items(name, task, score) if score is not None else None
     value = headline(item_file) if item_file else None
     return {
-        "name": name, "encoder": encoder, "task": task, "seed": seed, "mode": mode, "features": features,
+        "name": name, "encoder": encoder, "task": task, "seed": seed, "mode": finetune_mode, "features": features,
         "bilstm": bilstm, "status": "ok" if value is not None else "no data",
         "reason": None if value is not None else "not in mirror",
         "metrics": {split: {metric: value}} if value is not None else {}, "headline": value,
@@ -102,7 +107,7 @@ def pre(name: str, preset: tuple[int, ...], trained: tuple[int, ...], non_embedd
     """A pretraining run's metrics.json, and under "_items" its heldout_items.json."""
     item_file = heldout(name, ppl, kind, "nsp" if nsp else "packed")
     return {
-        "objective": "mlm_nsp" if nsp else "ltr", "nsp": nsp,
+        "objective": "mlm_nsp" if nsp else "ltr", "nsp": nsp, "causal": kind == "next-token",
         "shape": dict(zip(KEYS, trained)), "preset": "L{}_H{}_A{}".format(*preset),
         "parameters": {"total": non_embedding + 10**6, "non_embedding": non_embedding}, "steps": 2000,
         "train_seconds": 1.0, "heldout_mlm_loss": 3.0, "heldout_ppl": stats.score("lm", "ppl", {
@@ -132,13 +137,13 @@ FINETUNE = [
     ft("L12_H768_A12", "mnli", None),
     ft("ltr", "mrpc", 97.0),  # LTR far above BERT: MLM beats LTR on MRPC, contradicted
     ft("ltr", "squad", 40.0),  # BERT 70: reproduced
-    ft("ltr", "squad", 50.0, bilstm=True, with_items=False),  # no items.json: not measured
+    ft("ltr", "squad", 50.0, mode="bilstm", with_items=False),  # no items.json: not measured
     ft("scratch", "mrpc", "constant"), ft("scratch", "sst2", 80.0),  # scratch MRPC: the majority class, at floor
     ft("L3_H768_A12", "mrpc", 70.0), ft("L6_H768_A3", "mrpc", 75.0),
     ft("L3_H768_A12", "sst2", 30.0),  # below the 60.0 floor
     ft("bert", "conll2003", 90.0),
-    *(ft("bert", "conll2003", v, mode="feature_based", features=f, bilstm=True)
-      for f, v in [("embeddings", "constant"), ("last", 80.0), ("concat_last_four", 85.0)]),
+    *(ft("bert", "conll2003", v, mode=f) for f, v in [("embeddings", "constant"), ("last", 80.0),
+                                                       ("concat_last_four", 85.0)]),
 ]
 MANIFEST = {
     "source": "/mirror", "tasks": {"mnli": {"status": "no data", "reason": "nyu-mll/glue/mnli: not in the mirror"}},

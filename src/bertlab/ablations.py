@@ -1,11 +1,12 @@
-"""Stage `ablations`: the BERT paper's Tables 5, 6 and 7 beside ours with floors, and its claims as paired contrasts.
+"""Stage `ablations`: the study's tables (the BERT paper's Tables 5, 6 and 7, and ours) beside the paper's numbers with
+floors, and its claims as paired contrasts.
 
 Reads `data/pretrain/*/{metrics.json,metrics.csv,heldout_items.json}`, `data/finetune/*/{metrics.json,items.json}`
 and `data/download/manifest.json`. Writes into `ablations.report_dir` (default `reports/`): `ablations.md`,
-`ablations_table{5,6,7}.csv`, `ablations_findings.csv`, `metrics.json` (headline counts), `claims.json` (every cell
-and contrast), `figures/*.png` and `pretrain_loss/*.csv` (dvc.yaml's outputs), all built in a scratch directory
-first and then moved into place file by file; no other file in the report directory, its `figures/` or
-`pretrain_loss/`, is ever replaced or removed. With `logger=wandb`, logs the tables, the findings (each pair's
+`ablations_<table>.csv` (each table of the study), `ablations_findings.csv`, `metrics.json` (headline counts),
+`claims.json` (every cell and contrast), `figures/*.png` and `pretrain_loss/*.csv` (dvc.yaml's outputs), all built in a
+scratch directory first and then moved into place file by file; no other file in the report directory, its `figures/`
+or `pretrain_loss/`, is ever replaced or removed. With `logger=wandb`, logs the tables, the findings (each pair's
 interval and verdict) and the figures to one W&B run in group "ablations".
 """
 
@@ -23,7 +24,7 @@ from bertlab.errors import UserError
 from bertlab.files import check_writable
 from bertlab.report import collect, render
 from bertlab.report.deviations import deviations
-from bertlab.report.tables import TABLES
+from bertlab.report.tables import table_names
 from bertlab.tracking import log_report
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def log_wandb(cfg: DictConfig, built: render.Report) -> None:
     interval and verdict) as a wandb.Table, the figures as images."""
     def values(wandb: Any) -> dict[str, Any]:
         tables = {t: wandb.Table(columns=list(render.CSV_FIELDS), data=render.csv_rows(built.entries, t))
-                  for t in TABLES}
+                  for t in table_names(OmegaConf.to_container(cfg.ablations, resolve=True))}
         findings = wandb.Table(columns=list(render.FINDING_FIELDS), data=render.finding_rows(built.findings))
         return {**tables, "findings": findings, **{f"figures/{p.stem}": wandb.Image(str(p)) for p in built.figures}}
 

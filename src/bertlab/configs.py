@@ -1,11 +1,13 @@
 """Stage `configs`: compose, with Hydra, the exact config of every run in the pipeline.
 
-`dvc repro` never composes Hydra configs, so this first stage does it. For each run that `params.yaml`
-asks for it writes `data/configs/<stage>/<name>.yaml`, the complete resolved config the run starts from
-(`python -m bertlab.<stage> -cd data/configs/<stage> -cn <name>`), and `<name>.key.yaml`, the part of it
-that can change the run's results. Each DVC stage depends on its key file only, so `dvc repro` reruns
-exactly the runs whose effective settings changed, and never one for a speed-only (`impl`) or logging
-(`logger`) change: batch sizes are global (all devices and nodes), so a key is the same on any number of GPUs.
+`dvc repro` never composes Hydra configs, so this first stage does it. For each run of the study that conf/ablations
+declares (`bertlab.study`: an encoder's pretraining, a table cell's fine-tuning per seed) at `params.yaml`'s profile
+and corpus, it writes `data/configs/<stage>/<name>.yaml`, the complete resolved config the run starts from
+(`python -m bertlab.<stage> -cd data/configs/<stage> -cn <name>`), and `<name>.key.yaml`, the part of it that can
+change the run's results. Each DVC stage depends on its key file only, so `dvc repro` reruns exactly the runs whose
+effective settings changed, and never one for a speed-only (`impl`) or logging (`logger`) change: batch sizes are
+global (all devices and nodes), so a key is the same on any number of GPUs. A run the profile leaves out
+(`ablations.cells`) gets `not_run` (why) in its config and key: its stage writes a "not run" record instead of training.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +25,27 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab import settings
+from bertlab import settings, study
 from bertlab.data.sources import MIRROR_ENV
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir
-from bertlab.report.tables import tables_of
-from bertlab.runs import RESULT_KEYS, cell_fields, values_at
+from bertlab.runs import RESULT_KEYS, values_at
 from bertlab.stage import CONF_DIR
 
+PARAMS = ("profile", "corpus")  # params.yaml's keys
+DECLARATION = Path(CONF_DIR) / "ablations" / "default.yaml"  # the study, as dvc.yaml reads it
 
-PARAMS = ("profile", "corpus", "pretrain", "modes", "finetune")  # params.yaml's keys
+
+@dataclass(frozen=True)
+class Run:
+    """One run of the pipeline: its stage, name and Hydra overrides; why the profile leaves it out (None: it runs);
+    the tables that use it (its W&B tags, the first its group)."""
+
+    stage: str
+    name: str
+    overrides: list[str]
+    not_run: str | None = None
+    tags: tuple[str, ...] = ()
 
 
 def corpus_preset(name: str) -> str:
@@ -42,24 +56,42 @@ def corpus_preset(name: str) -> str:
     return "mirror" if os.environ.get(MIRROR_ENV) else "online"
 
 
-def runs(params: dict[str, Any]) -> Iterator[tuple[str, str, list[str]]]:
-    """(stage, run name, Hydra overrides) of every run in the pipeline, as params.yaml defines them."""
-    base = [f"profile={params['profile']}", f"corpus={corpus_preset(params['corpus'])}"]
+def base_overrides(params: dict[str, Any]) -> list[str]:
+    return [f"profile={params['profile']}", f"corpus={corpus_preset(params['corpus'])}"]
+
+
+def runs(params: dict[str, Any], spec: dict[str, Any], policy: dict[str, Any]) -> Iterator[Run]:
+    """Every run of the pipeline: the data stages, each encoder of the study `spec` (the `ablations` config), each
+    cell of its tables and seed, the report; `policy` (`cells`: what the profile runs) says which it leaves out."""
+    base = base_overrides(params)
     for stage in ("download", "tokenizer", "pretrain_data"):
-        yield stage, stage, base
-    for name, overrides in params["pretrain"].items():
-        yield "pretrain", name, [*base, f"name={name}", *overrides]
-    for task, grid in params["finetune"].items():
-        for encoder, mode in grid["runs"]:
-            for kind, value in (("pretrain", encoder), ("modes", mode)):
-                if value not in params[kind]:
-                    raise UserError(f"finetune.{task}.runs: {value!r} is not in params.yaml `{kind}` "
-                                    f"({', '.join(params[kind])})")
-            for seed in grid["seeds"]:
-                name = f"{task}-{encoder}-{mode}-{seed}"
-                yield "finetune", name, [*base, f"name={name}", f"finetune.encoder={encoder}", f"task={task}",
-                                         f"seed={seed}", *params["modes"][mode]]
-    yield "ablations", "ablations", base
+        yield Run(stage, stage, base)
+    for name, overrides in spec["encoders"].items():
+        yield Run("pretrain", name, [*base, f"name={name}", *overrides], study.encoder_left_out(policy, name),
+                  tuple(study.tables_using(spec, name)))
+    for cell in study.cells(spec):
+        overrides = [*base, f"name={cell.name}", f"finetune.encoder={cell.encoder}", f"task={cell.task}",
+                     f"seed={cell.seed}", *spec["modes"][cell.mode]]
+        yield Run("finetune", cell.name, overrides, study.cell_left_out(policy, cell, spec["seeds"]), (cell.table,))
+    yield Run("ablations", "ablations", base)
+
+
+def read_study(cfg: DictConfig, spec: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The study and what the profile runs of it (its `cells`), checked: `spec`, or the composed `cfg`'s `ablations`,
+    whose grid must then be the declaration file's, which dvc.yaml reads (a profile leaves runs out with `cells`, it
+    does not redraw the grid)."""
+    composed = spec is None
+    spec = OmegaConf.to_container(cfg.ablations, resolve=True) if composed else spec
+    study.check(spec)
+    if composed:
+        declared = study.grid(yaml.safe_load(DECLARATION.read_text(encoding="utf-8")))
+        for key, value in study.grid(spec).items():
+            if value != declared[key]:
+                raise UserError(f"ablations.{key}: the profile {cfg.profile_name!r} changes its names, but dvc.yaml's "
+                                f"grid is {DECLARATION}'s (a profile leaves runs out with `cells`)")
+    policy = spec.get("cells") or {}
+    study.check_policy(policy, spec)
+    return spec, policy
 
 
 def result_overrides(overrides: list[str]) -> list[str]:
@@ -67,40 +99,41 @@ def result_overrides(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not re.match(r"[+~]*(impl|logger)[.=]", o)]
 
 
-def wandb_tags(stage: str, cfg: DictConfig) -> list[str]:
-    """The ablation tables that use a training run (a pretraining run through any row on its encoder, a fine-tuning
-    run as a cell): its W&B tags, the first its group."""
-    if stage not in ("pretrain", "finetune"):
-        return []
-    run = {"encoder": cfg.name} if stage == "pretrain" else cell_fields(cfg)
-    return tables_of(OmegaConf.to_container(cfg.ablations, resolve=True), run)
-
-
-def write_all(params: dict[str, Any], out: Path) -> int:
-    """Compose and write every run's config and key file under `out`; returns the number of runs."""
+def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = None) -> int:
+    """Compose and write the config and key file of every run of the study (`spec`, an `ablations` config; None: the
+    declaration) under `out`; returns the number of runs."""
     count = 0
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), atomic_dir(out) as tmp:
-        for stage, name, overrides in runs(params):
-            try:
-                # the pipeline's own runs write its outputs (out_dir is no result setting: not in the key file)
-                cfg = compose(config_name="config", overrides=[*overrides, "out_dir=${data_dir}"])
-            except HydraException as err:
-                raise UserError(f"{stage} run {name!r} ({' '.join(overrides)}): {str(err).splitlines()[0]}") from err
+        spec, policy = read_study(_compose("the study", base_overrides(params)), spec)
+        for run in runs(params, spec, policy):
+            # the pipeline's own runs write its outputs (out_dir is no result setting: not in the key file)
+            cfg = _compose(f"{run.stage} run {run.name!r}", [*run.overrides, "out_dir=${data_dir}"])
             try:
                 settings.check(cfg)
-                settings.check_appended(overrides, lambda o: compose(config_name="config", overrides=o), Path(CONF_DIR))
+                settings.check_appended(run.overrides, lambda o: compose(config_name="config", overrides=o),
+                                        Path(CONF_DIR))
             except UserError as err:
-                raise UserError(f"{stage} run {name!r}: {err}") from err
+                raise UserError(f"{run.stage} run {run.name!r}: {err}") from err
             full = OmegaConf.to_container(cfg, resolve=True)
+            full["not_run"] = run.not_run
             if "tags" in full["logger"]:
-                full["logger"]["tags"] = wandb_tags(stage, cfg)
-            full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{stage}/{name}"}, "output_subdir": None}
-            (tmp / stage).mkdir(exist_ok=True)
-            (tmp / stage / f"{name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
-            key = {"overrides": result_overrides(overrides), **values_at(cfg, RESULT_KEYS[stage])}
-            (tmp / stage / f"{name}.key.yaml").write_text(yaml.safe_dump(key, sort_keys=True))
+                full["logger"]["tags"] = list(run.tags)
+            full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{run.stage}/{run.name}"}, "output_subdir": None}
+            (tmp / run.stage).mkdir(exist_ok=True)
+            (tmp / run.stage / f"{run.name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
+            key = {"overrides": result_overrides(run.overrides), **values_at(cfg, RESULT_KEYS[run.stage])}
+            if run.not_run:
+                key["not_run"] = run.not_run
+            (tmp / run.stage / f"{run.name}.key.yaml").write_text(yaml.safe_dump(key, sort_keys=True))
             count += 1
     return count
+
+
+def _compose(what: str, overrides: list[str]) -> DictConfig:
+    try:
+        return compose(config_name="config", overrides=overrides)
+    except HydraException as err:
+        raise UserError(f"{what} ({' '.join(overrides)}): {str(err).splitlines()[0]}") from err
 
 
 def read_params(path: Path) -> dict[str, Any]:
@@ -119,23 +152,11 @@ def read_params(path: Path) -> dict[str, Any]:
     if missing := [k for k in PARAMS if k not in params]:
         raise UserError(f"{path} has no {', '.join(missing)} (it needs {', '.join(PARAMS)})")
     if unknown := [k for k in params if k not in PARAMS]:
-        raise UserError(f"{path}: unknown key {unknown[0]!r} (its keys are {', '.join(PARAMS)})")
-    for key in ("profile", "corpus"):
+        moved = " (the study: conf/ablations/default.yaml)" if unknown[0] in ("pretrain", "modes", "finetune") else ""
+        raise UserError(f"{path}: unknown key {unknown[0]!r}{moved} (its keys are {', '.join(PARAMS)})")
+    for key in PARAMS:
         if not isinstance(params[key], str):
             raise UserError(f"{path}: {key}: expected a name, got {params[key]!r}")
-    for key in ("pretrain", "modes"):
-        if not isinstance(params[key], dict) or not all(
-                isinstance(v, list) and all(isinstance(o, str) for o in v) for v in params[key].values()):
-            raise UserError(f"{path}: {key}: expected names, each with a list of overrides")
-    if not isinstance(params["finetune"], dict):
-        raise UserError(f"{path}: finetune: expected tasks, each with seeds and runs")
-    for task, grid in params["finetune"].items():
-        ok = (isinstance(grid, dict) and set(grid) == {"seeds", "runs"} and isinstance(grid["seeds"], list)
-              and all(isinstance(s, int) and not isinstance(s, bool) for s in grid["seeds"])
-              and isinstance(grid["runs"], list) and all(isinstance(r, list) and len(r) == 2 for r in grid["runs"]))
-        if not ok:
-            raise UserError(f"{path}: finetune.{task}: expected seeds (a list of integers) and runs (a list of "
-                            "[encoder, mode] pairs)")
     return params
 
 

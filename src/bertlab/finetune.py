@@ -1,12 +1,13 @@
 """Stage `finetune`: a task head on a pretrained encoder, trained on the task and scored on its dev set(s).
 
 Reads `data/pretrain/<finetune.encoder>/` (the encoder, or `<out_dir>/pretrain/<finetune.encoder>/` where one was
-pretrained there by hand; its `metrics.json` `objective` says whether it was pretrained left-to-right),
+pretrained there by hand; its `metrics.json` says whether it was pretrained left-to-right, `causal`),
 `data/tokenizer/tokenizer.json` and `data/download/tasks/<task>/`; writes `<out_dir>/finetune/<name>/`
 (`data/finetune/` in the pipeline, `data/hand/finetune/` by hand), all or nothing: `metrics.json` (every eval
 split's metrics, and the floor's headline metric), `items.json` (the headline split's per-item columns of the model
 and of the floor, for paired statistics) and the training curve `metrics.csv`. A task whose data could not be
-downloaded gets a `"status": "no data"` record instead, and the stage still succeeds. A cell whose run key (code,
+downloaded gets a `"status": "no data"` record instead, and the stage still succeeds; so does a cell the profile leaves
+out (`not_run`, set by the configs stage), with a `"status": "not run"` record. A cell whose run key (code,
 settings, the encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs, and one
 finished under its own name with that key does nothing (`impl.reuse_twins`).
 
@@ -45,6 +46,7 @@ from bertlab.files import atomic_dir, finite, read_json, read_tokenizer, remove_
 from bertlab.modeling.export import load_encoder
 from bertlab.modeling.model import BertEncoder
 from bertlab.runs import cell_fields, cell_key, reuse
+from bertlab.study import NOT_RUN
 from bertlab.training.finetune_module import FinetuneModule
 from bertlab.training import probe
 from bertlab.training.kinds import KINDS, Lengths
@@ -113,8 +115,13 @@ def finetune(cfg: DictConfig) -> Result:
     out_dir = Path(cfg.out_dir) / "finetune" / cfg.name
     reason = missing_data(Path(cfg.data_dir) / "download" / "tasks" / task.name)
     record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
+    if cfg.not_run:  # the profile leaves this cell of the grid out (the configs stage says why)
+        why = f"not run at {cfg.profile_name}: {cfg.not_run}"
+        print(f"{cfg.name}: {why}")
+        return Result(untrained(out_dir, record, NOT_RUN, why), finished_before=True)
     if reason is not None:
-        return no_data(out_dir, record, reason)
+        print(f"{task.name}: no data ({reason})")
+        return Result(untrained(out_dir, record, "no data", reason))
     key = cell_key(cfg, encoder_dir(cfg))
     fields = {k: record[k] for k in ("name", "encoder", "features")}  # what a copied twin's record takes from this
     if key and cfg.impl.reuse_twins and (twin := reuse(out_dir.parent, cfg.name, key, fields,
@@ -128,14 +135,14 @@ def finetune(cfg: DictConfig) -> Result:
     return score(cfg, task, record | {"run_key": key}, out_dir)
 
 
-def no_data(out_dir: Path, record: dict[str, Any], reason: str) -> Result:
-    """The record of a cell whose task has no data: the tables say so, and the stage succeeds."""
-    print(f"{record['task']}: no data ({reason})")
-    record |= {"status": "no data", "reason": reason, "metrics": {}, "headline": None, "floor": None,
+def untrained(out_dir: Path, record: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
+    """The record of a cell that trains nothing, `status` "no data" (its task's data could not be had) or "not run"
+    (the profile leaves it out), with the reason: the tables say so, and the stage succeeds."""
+    record |= {"status": status, "reason": reason, "metrics": {}, "headline": None, "floor": None,
                "train_examples": None, "eval_examples": None, "train_seconds": None, "eval_seconds": None}
     with atomic_dir(out_dir) as tmp:
         write_json(tmp / "metrics.json", record)
-    return Result(record)
+    return record
 
 
 def scored(task: Task, data: TaskDataModule, objective: str | None, results: dict[str, dict[str, float | None]],
@@ -157,8 +164,8 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     tokenizer = read_tokenizer(tokenizer_file)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    encoder, objective = load_encoder(encoder_dir(cfg), ft.dropout, tokenizer.get_vocab_size(), tokenizer_file)
-    causal = objective == "ltr"
+    encoder, objective, causal = load_encoder(encoder_dir(cfg), ft.dropout, tokenizer.get_vocab_size(),
+                                              tokenizer_file)
     data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)
     log.debug("%s on %s (%s, causal=%s): %d training examples (%d rows), eval %s", cfg.name, task.name, objective,
              causal, data.train_examples, len(data.train_rows), data.eval_examples)

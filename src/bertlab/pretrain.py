@@ -15,7 +15,9 @@ could run as code, or weights of another shape, stops the run in one line and st
 per-device micro-batch and gradient accumulation, which the key never sees (a run resumes on other devices).
 A run whose key equals a finished run's under another name (Table 6's 12/768/12 row where a profile gives the size
 study `bert`'s budget) copies that run's outputs instead of training, and one whose own outputs are finished with
-that key does nothing (`impl.reuse_twins`).
+that key does nothing (`impl.reuse_twins`). A run the profile leaves out (`not_run`, set by the configs stage) writes
+only a `"status": "not run"` metrics.json, with why. The objective is what its config says (`objective.data`, `nsp`,
+`causal`, the masking shares), its `name` only a name: a new variant is a new conf/objective file.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from bertlab.files import (MIN_FREE_BYTES, atomic_dir, check_free_space, read_to
                            write_json)
 from bertlab.modeling.export import save_hf, save_plain
 from bertlab.modeling.model import BertConfig, flops_per_token
+from bertlab.study import NOT_RUN
 from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord, Throughput
 from bertlab.training.pretrain_datamodule import PretrainData
 from bertlab.training.pretrain_module import PretrainModule, plain_state_dict
@@ -154,7 +157,14 @@ def make_module(cfg: DictConfig, vocab_size: int, seq: int) -> PretrainModule:
 
 @stage.main(named_runs=True)
 def run(cfg: DictConfig) -> bool:
-    """Train (or copy a twin's outputs); True when this very run was finished already and nothing was done."""
+    """Train (or copy a twin's outputs); True when this very run was finished already, or the profile leaves it out
+    (a "not run" record, with why), and nothing was done."""
+    if cfg.not_run:
+        reason = f"not run at {cfg.profile_name}: {cfg.not_run}"
+        with atomic_dir(Path(cfg.out_dir) / "pretrain" / cfg.name) as out:
+            write_json(out / "metrics.json", {"name": cfg.name, "status": NOT_RUN, "reason": reason})
+        print(f"{cfg.name}: {reason}")
+        return True
     data_dir = Path(cfg.data_dir)
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     instances_dir = require(data_dir / "pretrain_data", "pretrain_data")
@@ -211,7 +221,8 @@ def run(cfg: DictConfig) -> bool:
     trainer.val_check_interval = p.val_every_steps * trainer.accumulate_grad_batches  # in batches: optimizer steps
     module.fixed_shapes = cfg.impl.compile or on_cuda(trainer)  # a step without host syncs: one compiled graph
     collate = dict(
-        objective=cfg.objective.name, vocab_size=config.vocab_size, mlm_probability=cfg.objective.mlm_probability,
+        causal=cfg.objective.causal, nsp=cfg.objective.nsp, vocab_size=config.vocab_size,
+        mlm_probability=cfg.objective.mlm_probability,
         mask_replace_prob=cfg.objective.mask_replace_prob, random_replace_prob=cfg.objective.random_replace_prob,
         continuation=continuation_table(tokenizer) if cfg.objective.whole_word_masking else None,
     )
@@ -241,7 +252,7 @@ def run(cfg: DictConfig) -> bool:
         record.write_curve(out / "metrics.csv")
         write_json(out / "heldout_items.json", heldout_items(fmt, kind, scored, floor))
         write_json(out / "metrics.json", {
-      "name": cfg.name, "objective": cfg.objective.name, "nsp": cfg.objective.nsp,
+      "name": cfg.name, "objective": cfg.objective.name, "nsp": cfg.objective.nsp, "causal": cfg.objective.causal,
       "shape": {"num_layers": config.num_layers, "hidden_size": config.hidden_size,
                 "num_heads": config.num_heads, "intermediate_size": config.intermediate_size},
       "preset": cfg.model.name, "parameters": n_params,

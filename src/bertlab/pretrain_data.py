@@ -101,10 +101,10 @@ def training_lengths(p: DictConfig) -> dict[str, int]:
     return {"": p.max_seq_length} | ({"_short": p.short_seq_length} if p.short_seq_length else {})
 
 
-def unigram_perplexity(heldout: Instances, objective: str, logp: np.ndarray, mask_seed: int) -> float:
-    """The unigram perplexity of `heldout` on the positions `objective` scores there, with the held-out masks
-    pretraining draws (`fixed_mask_seed`)."""
-    collate = PretrainingCollator(objective, len(logp), fixed_mask_seed=mask_seed)
+def unigram_perplexity(heldout: Instances, causal: bool, logp: np.ndarray, mask_seed: int) -> float:
+    """The unigram perplexity of `heldout` on the positions an objective scores there (next tokens where `causal`,
+    else masked ones), with the held-out masks pretraining draws (`fixed_mask_seed`)."""
+    collate = PretrainingCollator(len(logp), causal=causal, fixed_mask_seed=mask_seed)
     batches = DataLoader(InstanceDataset(heldout), batch_size=256, collate_fn=collate)
     return unigram.perplexity(*unigram.item_losses(batches, logp))
 
@@ -164,9 +164,9 @@ def finish(sets: dict[str, Instances], counts: np.ndarray, shards: list[dict[str
         "instances": {name: len(inst) for name, inst in sets.items()},
         "nsp": nsp_stats(sets["train_nsp"]),
         "heldout_unigram_ppl": {
-            key: unigram_perplexity(sets[f"heldout_{fmt}"], objective, logp, p.seed)
-            for key, fmt, objective in (("nsp", "nsp", "mlm_nsp"), ("packed", "packed", "mlm"),
-                                        ("packed_next_token", "packed", "ltr"))
+            key: unigram_perplexity(sets[f"heldout_{fmt}"], causal, logp, p.seed)
+            for key, fmt, causal in (("nsp", "nsp", False), ("packed", "packed", False),
+                                     ("packed_next_token", "packed", True))
         },
     }
     for name in ("heldout_nsp", "heldout_packed"):

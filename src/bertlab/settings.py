@@ -105,7 +105,7 @@ SETTINGS: dict[str, Number] = {
 # Every setting that names one of a few choices, and its choices (the code's tables are keyed by these names).
 CHOICES: dict[str, tuple[str, ...]] = {
     "tokenizer.kind": ("wordpiece", "bpe"),
-    "objective.name": ("mlm_nsp", "mlm", "ltr"), "objective.data": ("nsp", "packed"),
+    "objective.data": ("nsp", "packed"),
     "task.kind": ("classification", "regression", "span", "tagging"),
     "finetune.mode": ("finetune", "feature_based", "probe"), "finetune.pooling": ("cls", "mean"),
     "finetune.features": ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "sum_all"),
@@ -117,7 +117,7 @@ def check_name(name: Any, key: str = "name") -> str:
     """`name` if it is a single safe path component (it names output directories that reruns replace, or the folder
     under `data_dir` that a run reads: nothing outside `data_dir` is reached through a name)."""
     if not isinstance(name, str) or not NAME.fullmatch(name) or name in (".", ".."):
-        what = "a run name" if key == "name" else "it names a folder under data_dir and"
+        what = "a run name" if key == "name" else "it names a folder or file and"
         raise UserError(f"{key}={name!r}: {what} must be one path component of letters, digits and _ . = - "
                         "(not empty, '.' or '..')")
     return name
@@ -140,7 +140,12 @@ def check(cfg: DictConfig) -> None:
     for key, choices in CHOICES.items():
         if _has(cfg, key) and (value := OmegaConf.select(cfg, key)) not in choices:
             raise UserError(f"{key}={value!r}: expected one of {', '.join(choices)}")
-    causal = OmegaConf.select(cfg, "objective.causal")
+    if _has(cfg, "objective.name"):  # names the objective's loss curves (reports/pretrain_loss/<name>.csv)
+        check_name(OmegaConf.select(cfg, "objective.name"), "objective.name")
+    causal, nsp = OmegaConf.select(cfg, "objective.causal"), OmegaConf.select(cfg, "objective.nsp")
+    if nsp and (causal or OmegaConf.select(cfg, "objective.data") != "nsp"):
+        raise UserError("objective.nsp=true: next-sentence prediction needs sentence pairs (objective.data=nsp) and "
+                        "a bidirectional model (objective.causal=false)")
     if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not causal:
         raise UserError("objective.mlm_probability=0: a masked-LM objective needs a masking rate > 0")
     if OmegaConf.select(cfg, "objective.heldout_mlm_probability") == 0 and not causal:

@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -191,16 +192,35 @@ def test_a_bad_run_name_is_refused_as_a_real_command_and_deletes_nothing(data: P
     assert snapshot(data) == before and (data / "pretrain/bert/model.pt").exists()
 
 
-def test_the_configs_stage_checks_every_run_before_the_pipeline_starts(tmp_path: Path) -> None:
+def configs_with(tmp_path: Path, edit: Callable[[dict], None]) -> subprocess.CompletedProcess:
+    """`python -m bertlab.configs` on a copy of the code and conf/ whose declaration (conf/ablations) `edit` changed,
+    the repository's params.yaml, in `tmp_path`."""
     import yaml
 
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["pretrain"]["bert"] = [*params["pretrain"]["bert"], "pretrain.lr=abc"]
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    done = subprocess.run([sys.executable, "-m", "bertlab.configs", str(tmp_path / "params.yaml")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == ["error: pretrain run 'bert': pretrain.lr='abc': expected a number"]
+    for part in ("src", "conf"):
+        shutil.copytree(REPO / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    declaration = tmp_path / "conf/ablations/default.yaml"
+    study = yaml.safe_load(declaration.read_text())
+    edit(study)
+    declaration.write_text(yaml.safe_dump(study, sort_keys=False))
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    return subprocess.run([sys.executable, "-m", "bertlab.configs"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path / "src")})
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda s: s["encoders"]["bert"].append("pretrain.lr=abc"),
+     "pretrain run 'bert': pretrain.lr='abc': expected a number"),
+    (lambda s: s["encoders"]["bert"].append("+pretrain.lrr=0.5"),
+     "pretrain run 'bert': +pretrain.lrr=0.5: there is no setting pretrain.lrr"),
+    (lambda s: s["tables"]["table5"]["rows"].update({"bert-bilstmx": {}}),
+     "ablations.tables.table5.rows: 'bert-bilstmx' is not <encoder>-<mode> of ablations.modes"),
+])
+def test_the_configs_stage_checks_the_study_and_every_run_before_the_pipeline_starts(
+        tmp_path: Path, edit: Callable[[dict], None], message: str) -> None:
+    done = configs_with(tmp_path, edit)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {message}"), done.stderr[-3000:]
     assert not (tmp_path / "data").exists() or not list((tmp_path / "data").rglob("*.yaml"))
 
 
@@ -377,11 +397,9 @@ def test_a_full_disk_during_pretraining_is_one_line(data: Path, mirror: Path, tm
     assert {p: p.read_bytes() for p in (data / "pretrain").rglob("*") if p.is_file()} == outputs
 
 
-@pytest.mark.parametrize("case", ["invalid-yaml", "empty", "no-pretrain", "appended-typo"])
+@pytest.mark.parametrize("case", ["invalid-yaml", "empty", "no-corpus", "old-layout"])
 def test_a_bad_params_yaml_is_one_line_naming_it(case: str, tmp_path: Path) -> None:
     import yaml
-
-    from tests.helpers import REPO
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())
     path = tmp_path / "params.yaml"
@@ -389,11 +407,10 @@ def test_a_bad_params_yaml_is_one_line_naming_it(case: str, tmp_path: Path) -> N
         path.write_text("profile: cpu\npretrain:\n  bert: [objective=mlm_nsp\n")
     elif case == "empty":
         path.write_text("# nothing yet\n")
-    elif case == "no-pretrain":
-        path.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "pretrain"}))
-    else:
-        params["pretrain"]["bert"] = [*params["pretrain"]["bert"], "+pretrain.lrr=0.5"]
-        path.write_text(yaml.safe_dump(params))
+    elif case == "no-corpus":
+        path.write_text(yaml.safe_dump({k: v for k, v in params.items() if k != "corpus"}))
+    else:  # the encoders as params.yaml held them before the study had one declaration
+        path.write_text(yaml.safe_dump(params | {"pretrain": {"bert": ["objective=mlm_nsp"]}}))
     (tmp_path / "data/configs").mkdir(parents=True)
     (tmp_path / "data/configs/earlier.yaml").write_text("an earlier output\n")
     done = subprocess.run([sys.executable, "-m", "bertlab.configs", str(path)], cwd=tmp_path, capture_output=True,
@@ -401,6 +418,6 @@ def test_a_bad_params_yaml_is_one_line_naming_it(case: str, tmp_path: Path) -> N
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-3000:]
     assert {"invalid-yaml": f"{path} is not valid YAML at line 4", "empty": f"{path} is empty",
-            "no-pretrain": f"{path} has no pretrain",
-            "appended-typo": "pretrain run 'bert': +pretrain.lrr=0.5: there is no setting pretrain.lrr"}[case] in lines[0]
+            "no-corpus": f"{path} has no corpus",
+            "old-layout": f"{path}: unknown key 'pretrain' (the study: conf/ablations/default.yaml)"}[case] in lines[0]
     assert [p.name for p in (tmp_path / "data/configs").iterdir()] == ["earlier.yaml"]

@@ -19,6 +19,7 @@ import yaml
 from tests.helpers import REPO, free_port
 
 Run = Callable[[list[str], Path], subprocess.CompletedProcess]
+DECLARATION = "conf/ablations/default.yaml"  # the study: the grid dvc.yaml reads
 
 
 def copy_env(repo: Path, shared_data: Path) -> dict[str, str]:
@@ -55,16 +56,18 @@ def repo(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / f, dest / f)
     params = yaml.safe_load((dest / "params.yaml").read_text())
-    params["profile"] = "smoke"
-    # A slice of every table (each keeps a cell), one seed, so the whole study runs in a few minutes.
-    params["pretrain"] = {k: params["pretrain"][k] for k in ("bert", "ltr", "scratch", "L3_H768_A12", "L12_H768_A12")}
-    runs = {"mnli": [["bert", "finetune"], ["scratch", "finetune"]], "qnli": [],
-            "mrpc": [["bert", "finetune"], ["scratch", "finetune"], ["L12_H768_A12", "finetune"]],
-            "sst2": [["L3_H768_A12", "finetune"]],
-            "squad": [["ltr", "bilstm"]],
-            "conll2003": [["bert", "finetune"], ["bert", "last"], ["bert", "concat_last_four"]]}
-    params["finetune"] = {task: {"seeds": [1], "runs": r} for task, r in runs.items()}
-    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (dest / "params.yaml").write_text(yaml.safe_dump(params | {"profile": "smoke"}, sort_keys=False))
+    # A slice of every table (each keeps cells), one seed, so the whole study runs in a few minutes.
+    study = yaml.safe_load((dest / DECLARATION).read_text())
+    study["encoders"] = {k: study["encoders"][k] for k in ("bert", "ltr", "scratch", "L3_H768_A12", "L12_H768_A12")}
+    study["seeds"] = [1]
+    for table, tasks, rows in (("table5", ["mrpc", "squad"], ["bert-finetune", "scratch-finetune", "ltr-bilstm"]),
+                               ("table6", ["mnli", "mrpc", "sst2"], ["L3_H768_A12-finetune", "L12_H768_A12-finetune"]),
+                               ("table7", ["conll2003"], ["bert-finetune", "bert-last", "bert-concat_last_four"]),
+                               ("probes", [], [])):
+        spec = study["tables"][table]
+        spec |= {"tasks": tasks, "rows": {row: spec["rows"][row] for row in rows}}
+    (dest / DECLARATION).write_text(yaml.safe_dump(study, sort_keys=False))
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
 
@@ -110,24 +113,67 @@ def test_second_repro_is_a_fast_no_op(repo: Path, run: Run) -> None:
     assert not stages_run(done.stdout)
 
 
+def trained(before: dict[str, int], after: dict[str, int]) -> set[str]:
+    """The fine-tuning cells that trained between two `pipeline_files` (their items.json new or rewritten)."""
+    return {Path(p).parent.name for p, t in after.items() if p.endswith("items.json") and before.get(p) != t}
+
+
 def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path, run: Run) -> None:
     conf = repo / "conf/objective/ltr.yaml"  # read by pretrain@ltr only; its encoder feeds one fine-tuning cell
     conf.write_text(conf.read_text().replace("whole_word_masking: false", "whole_word_masking: true"))
+    before = pipeline_files(repo)
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
-    assert ran == {"configs", "pretrain@ltr", "finetune_squad@run0-1", "ablations"}  # squad-ltr-bilstm-1
+    # every cell depends on data/pretrain (a row's encoder is in its name only): each reruns, and only the one on
+    # `ltr` trains (squad-ltr-bilstm-1); the others find themselves finished (their run keys hold their encoders')
+    cells = {s for s in ran if s.startswith("finetune_")}
+    assert ran - cells == {"configs", "pretrain@ltr", "ablations"}
+    assert trained(before, pipeline_files(repo)) == {"squad-ltr-bilstm-1"}
     speed = repo / "conf/impl/cpu.yaml"
     speed.write_text(speed.read_text().replace("num_workers: 0", "num_workers: 1"))
     assert stages_run(run(["dvc", "repro"], repo).stdout) == {"configs"}  # speed-only: no result reruns
 
 
-def test_a_task_seed_list_change_reruns_only_that_task(repo: Path, run: Run) -> None:
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["finetune"]["mrpc"]["seeds"] = [1, 2]
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+def test_a_tasks_seed_count_runs_its_new_seeds_only(repo: Path, run: Run) -> None:
+    """A second seed in the grid (a stage per cell) with SQuAD's count raised to 2: SQuAD's new cells train, and
+    SST-2's and CoNLL-2003's (2 seeds by default); every other new stage is a cell the study's `cells` leave out ("not
+    run", in seconds); no earlier cell reruns. (The slow tests below build on these seeds.)"""
+    study = yaml.safe_load((repo / DECLARATION).read_text())
+    study["seeds"] = [1, 2]
+    study["cells"]["seeds"]["squad"] = 2
+    (repo / DECLARATION).write_text(yaml.safe_dump(study, sort_keys=False))
+    before = pipeline_files(repo)
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
-    assert ran == {"configs", "finetune_mrpc@run0-2", "finetune_mrpc@run1-2", "finetune_mrpc@run2-2",
-                   "ablations"}  # the new MRPC cells
+    cells = {f"finetune_{t}@{task}-{row}-2" for t, spec in study["tables"].items() for task in spec["tasks"]
+             for row in spec["rows"]}
+    assert ran == {"configs", "ablations", *cells}
+    two = {f"{task}-{row}-2" for spec in study["tables"].values() for task in spec["tasks"] for row in spec["rows"]
+           if task in ("squad", "sst2", "conll2003")}
+    assert trained(before, pipeline_files(repo)) == two
+    left_out = json.loads((repo / "data/finetune/mrpc-bert-finetune-2/metrics.json").read_text())
+    assert (left_out["status"], left_out["reason"]) == (
+        "not run", "not run at smoke: seed 2: mrpc runs the first 1 of ablations.seeds (ablations.cells.seeds)")
     assert "(2 seeds)" in (repo / "reports/ablations.md").read_text()
+
+
+def test_a_profile_leaves_an_encoder_out_with_the_reason_the_report_prints(repo: Path, run: Run) -> None:
+    """`ablations.cells.skip` set by a profile (conf/profile/smoke.yaml, the declaration as it was): the encoder's
+    pretraining and its cells write "not run" records instead of training, and the report says why."""
+    profile = repo / "conf/profile/smoke.yaml"
+    skip = "ablations: {cells: {skip: {L3_H768_A12: too small to tell here}}}\n"
+    profile.write_text(profile.read_text() + skip)
+    before = pipeline_files(repo)
+    ran = stages_run(run(["dvc", "repro"], repo).stdout)
+    study = yaml.safe_load((repo / DECLARATION).read_text())
+    assert {"configs", "pretrain@L3_H768_A12", "ablations"} <= ran and not trained(before, pipeline_files(repo))
+    assert {s for s in ran if s.startswith("pretrain@")} == {"pretrain@L3_H768_A12"}
+    record = json.loads((repo / "data/pretrain/L3_H768_A12/metrics.json").read_text())
+    assert record == {"name": "L3_H768_A12", "status": "not run",
+                      "reason": "not run at smoke: L3_H768_A12: too small to tell here"}
+    for task in study["tables"]["table6"]["tasks"]:
+        cell = json.loads((repo / f"data/finetune/{task}-L3_H768_A12-finetune-1/metrics.json").read_text())
+        assert (cell["status"], cell["reason"]) == ("not run", record["reason"])
+    assert "\nNot run at smoke: L3_H768_A12: too small to tell here.\n" in (repo / "reports/ablations.md").read_text()
+    profile.write_text(profile.read_text().replace(skip, ""))
 
 
 @pytest.mark.slow
@@ -136,17 +182,19 @@ def test_a_queued_experiment_reruns_only_what_its_params_change(repo: Path, run:
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "baseline"], cwd=repo,
                    check=True)
-    run(["dvc", "exp", "run", "--queue", "-n", "sst2-seeds", "-S", "finetune.sst2.seeds=[1,2]"], repo)
+    run(["dvc", "exp", "run", "--queue", "-n", "mrpc-seeds", "-S", f"{DECLARATION}:cells.seeds.mrpc=2"], repo)
     run(["dvc", "queue", "start"], repo)
     deadline = time.monotonic() + 900
     while "Queued" in (status := run(["dvc", "queue", "status"], repo).stdout) or "Running" in status:
         assert time.monotonic() < deadline, status
         time.sleep(5)
     assert "Success" in status, status
-    log = run(["dvc", "queue", "logs", "sst2-seeds"], repo).stdout
-    assert stages_run(log) == {"configs", "finetune_sst2@run0-2", "ablations"}, log[-3000:]
+    log = run(["dvc", "queue", "logs", "mrpc-seeds"], repo).stdout
+    tables = yaml.safe_load((repo / DECLARATION).read_text())["tables"]
+    mrpc = {f"finetune_{t}@mrpc-{row}-2" for t in ("table5", "table6") for row in tables[t]["rows"]}
+    assert stages_run(log) == {"configs", *mrpc, "ablations"}, log[-3000:]  # the seed-2 stages of the seeds test
     shown = run(["dvc", "exp", "show", "--json"], repo).stdout
-    assert "sst2-seeds" in shown
+    assert "mrpc-seeds" in shown
 
 
 def readme_section(heading: str) -> str:
@@ -194,24 +242,24 @@ def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) ->
     assert "up to date" in run(["dvc", "status"], repo).stdout
 
     here, queue_sst2, queue_lr, start, show, views = readme_block("Experiments", 1)
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    seeds = {task: set(grid["seeds"]) for task, grid in params["finetune"].items()}
-    new_seeds = {1, 2, 3} - seeds["mrpc"]
+    study = yaml.safe_load((repo / DECLARATION).read_text())
+    cells = {(t, task, row) for t, spec in study["tables"].items() for task in spec["tasks"] for row in spec["rows"]}
+    assert study["seeds"] == [1, 2] and study["cells"]["seeds"].get("mrpc", 1) == 1  # as the tests above left it
     ran = stages_run(run(["bash", "-c", here], repo).stdout)
-    assert ran == {"configs", "ablations", *(f"finetune_mrpc@run{i}-{s}" for i in range(3) for s in new_seeds)}
+    assert ran == {"configs", "ablations", *(f"finetune_{t}@mrpc-{row}-2" for t, task, row in cells if task == "mrpc")}
     run(["bash", "-c", queue_sst2], repo)
     run(["bash", "-c", queue_lr], repo)
     run(["bash", "-c", start], repo)
     status = wait_for_queue(repo, run)
     assert status.count("Success") == 2, status
     assert stages_run(run(["dvc", "queue", "logs", "sst2-3seeds"], repo).stdout) == {
-        "configs", "ablations", *(f"finetune_sst2@run0-{s}" for s in {1, 2, 3} - seeds["sst2"])}
+        "configs", "ablations", *(f"finetune_{t}@{task}-{row}-3" for t, task, row in cells)}  # SST-2's train
     lr_log = run(["dvc", "queue", "logs", "lr5e-4"], repo).stdout
-    assert "pretrain@bert" in stages_run(lr_log) and "finetune_mrpc@run0-1" in stages_run(lr_log)
+    assert {"pretrain@bert", "finetune_table5@mrpc-bert-finetune-1"} <= stages_run(lr_log)
     assert len(list((repo / "data/wandb/wandb").glob("offline-run-*"))) > wandb_runs  # the queued runs' kept
     shown = run(["bash", "-c", show], repo).stdout
     assert "sst2-3seeds" in shown and "lr5e-4" in shown
-    assert "finetune.sst2.seeds" in run(["dvc", "params", "diff"], repo).stdout  # applied: the workspace's params
+    assert "cells.seeds.sst2" in run(["dvc", "params", "diff"], repo).stdout  # applied: the workspace's study
     done = run(["bash", "-c", views], repo)
     metrics_lines = [line for line in done.stdout.splitlines() if "metrics.json" in line]
     assert metrics_lines and max(map(len, done.stdout.splitlines()[:3])) < 160, done.stdout[:2000]

@@ -89,6 +89,20 @@ def test_heldout_items_recompute_the_perplexity_and_its_unigram_floor(
         assert 0.1 < sum(model["count"]) / int((heldout >= 5).sum()) < 0.2
 
 
+def test_an_objective_variant_is_its_properties_under_its_own_name(prepared: Path) -> None:
+    """A masked LM that shows every chosen token as [MASK], named for itself: it trains on packed text without NSP
+    as `mlm` does, and its name is in its record and model card (the report groups curves by it)."""
+    done = stage("pretrain", prepared, "name=variant", "objective=mlm", "objective.name=mlm_mask_only",
+                 "objective.mask_replace_prob=1.0", "objective.random_replace_prob=0.0", "pretrain.max_steps=2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = metrics(prepared, "variant")
+    assert (result["objective"], result["nsp"], result["causal"], result["heldout_kind"]) == (
+        "mlm_mask_only", False, False, "masked-token")
+    assert "A bertlab encoder: `mlm_mask_only`" in (prepared / "pretrain/variant/hf/README.md").read_text()
+    stats = json.loads((prepared / "pretrain_data/stats.json").read_text())
+    assert result["heldout_unigram_ppl"] == pytest.approx(stats["heldout_unigram_ppl"]["packed"], rel=1e-12)
+
+
 def test_heldout_positions_are_masked_at_15_percent_whatever_rate_trains(prepared: Path) -> None:
     done = stage("pretrain", prepared, "name=rate40", "objective.mlm_probability=0.4", "pretrain.max_steps=2")
     assert done.returncode == 0, done.stderr[-3000:]

@@ -73,14 +73,16 @@ def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
     assert pair(nsp, "qnli").reason == "BERT_BASE: not run; No NSP: not run"
     (bilstm,) = found["bilstm_helps_ltr"].pairs
     assert bilstm.contrast.verdict == stats.NOT_MEASURED
-    assert bilstm.reason == "+ BiLSTM: no items.json for ltr-squad-finetune-last-True-1"
+    assert bilstm.reason == "+ BiLSTM: no items.json for squad-ltr-bilstm-1"
     assert found["bilstm_helps_ltr"].summary == stats.NOT_MEASURED
-    assert nsp.summary == "1 reproduced, 0 contradicted, 1 unresolved at this scale, 3 not measured of 5 pairs"
+    tasks = len(SPEC["tables"]["table5"]["tasks"])  # a pair per Table 5 task: two measured, the rest not
+    assert nsp.summary == (f"1 reproduced, 0 contradicted, 1 unresolved at this scale, {tasks - 2} not measured of "
+                           f"{tasks} pairs")
 
 
 def test_if_run_leaves_out_a_column_never_run(found) -> None:
-    # no scratch CoNLL-2003 run: that pair is left out, not reported as "not measured"
-    assert [p.column for p in found["pretraining_helps"].pairs] == ["mnli", "qnli", "mrpc", "sst2", "squad"]
+    # no scratch CoNLL-2003 run: that pair (its `also`) is left out, not reported as "not measured"
+    assert [p.column for p in found["pretraining_helps"].pairs] == SPEC["tables"]["table5"]["tasks"]
 
 
 def test_table7_pairs_name_the_strategies(found) -> None:
@@ -113,7 +115,7 @@ def test_a_larger_model_with_higher_perplexity_is_contradicted(tmp_path: Path) -
 
 
 def test_cells_scored_on_different_items_are_not_measured(tmp_path: Path) -> None:
-    other = [r for r in FINETUNE if r["name"] != "nonsp-mrpc-finetune-last-False-1"]
+    other = [r for r in FINETUNE if r["name"] != "mrpc-nonsp-finetune-1"]
     short = ft("nonsp", "mrpc", 55.0)
     model, floor = short["_items"]["model"], short["_items"]["floor"]
     short["_items"] |= {"n": 3, "model": {k: v[:3] for k, v in model.items()},
@@ -126,7 +128,7 @@ def test_cells_scored_on_different_items_are_not_measured(tmp_path: Path) -> Non
 def test_a_non_finite_metric_is_not_measured(tmp_path: Path) -> None:
     """STS-B Spearman of a constant prediction is undefined."""
     def stsb(encoder: str, pred: list[float]) -> dict:
-        run = ft(encoder, "mrpc", 60.0) | {"task": "stsb", "name": f"{encoder}-stsb"}
+        run = ft(encoder, "stsb", 60.0)
         run["metrics"] = {"validation": {"spearman": None}}
         label = [float(i % 5) for i in range(len(pred))]
         run["_items"] = {"split": "validation", "kind": "regression", "metric": "spearman", "n": len(pred),
@@ -134,7 +136,7 @@ def test_a_non_finite_metric_is_not_measured(tmp_path: Path) -> None:
         return run
 
     spec = FAST | {"claims": [{"id": "x", "table": "table5", "text": "t", "columns": ["stsb"],
-                               "better": {"encoder": "bert"}, "than": {"encoder": "nonsp"}}]}
+                               "better": "bert-finetune", "than": "nonsp-finetune"}]}
     runs = [stsb("bert", [1.0] * 20), stsb("nonsp", [float(i % 3) for i in range(20)])]
     (p,) = claims(tmp_path, runs, spec=spec)["x"].pairs
     assert (p.contrast.verdict, p.reason) == (stats.NOT_MEASURED, "the metric is not finite")
@@ -144,8 +146,9 @@ def test_a_non_finite_metric_is_not_measured(tmp_path: Path) -> None:
     ({"table": "table5", "text": "t", "columns": ["mrpc"]}, r"claims\[0\]: a claim needs an `id`"),
     ({"id": "x", "table": "table9", "text": "t", "columns": ["mrpc"]}, r"claims\[0\].table: 'table9'"),
     ({"id": "x", "table": "table5", "text": "t", "columns": ["nope"]}, r"claims\[0\].columns"),
-    ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "better": {"encoder": "bert"},
-      "than": {"model": "big"}}, r"claims\[0\].than: give one or a list of selectors"),
+    ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "better": "bert-finetune",
+      "than": {"encoder": "big"}}, r"claims\[0\].than: give one or a list of rows"),
+    ({"id": "x", "table": "table5", "text": "t", "also": ["nope"]}, r"claims\[0\].also"),
     ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "by_size": True}, r"claims\[0\].by_size"),
 ])
 def test_a_bad_claim_is_an_error_naming_it(tmp_path: Path, claim: dict, message: str) -> None:
@@ -162,7 +165,7 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     assert "| SST-2 | BERT_BASE | No NSP | +0.0 [-" in md and "**unresolved at this scale** |" in md
     assert "| MNLI-m | BERT_BASE | No NSP | — | — | — | **not measured** (BERT_BASE: no data; No NSP: not run) |" in md
     assert ("### 6. Pretrained features carry more than a never-trained encoder's: a linear probe on frozen "
-            "last-layer features (ours, not the paper's) (Table 5): not measured (not run)\n\n### 7.") in md
+            "last-layer features (ours, not the paper's) (probes): not measured (not run)\n\n### 7.") in md
     assert ("### 7. Larger models reach lower held-out masked-LM perplexity (Table 6): 5 reproduced, 0 contradicted, "
             "0 unresolved at this scale, 9 not measured of 14 pairs") in md
     assert md.count("cover held-out instances only: each encoder has one pretraining run") == 2  # size, unigram
@@ -174,7 +177,7 @@ def test_claims_json_holds_every_contrast_and_metrics_json_their_verdict_counts(
     from bertlab.report.render import details, headline
 
     found = claims(tmp_path)
-    out = json.loads(json.dumps(details([], list(found.values()))))
+    out = json.loads(json.dumps(details([], [], list(found.values()))))
     assert sum(len(c["pairs"]) for c in out["claims"].values()) == sum(len(f.pairs) for f in found.values())
     mrpc = out["claims"]["nsp_helps"]["pairs"]["mrpc: bert vs nonsp"]
     assert (mrpc["estimate"], mrpc["verdict"], mrpc["n_items"]) == (27.0, "reproduced", 200)

@@ -7,23 +7,24 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
+from bertlab import study
 from bertlab.configs import runs, write_all
 from bertlab.errors import UserError
 from bertlab.runs import RESULT_KEYS, pretrain_key
 from bertlab.stage import CONF_DIR, follow_params
 from tests.helpers import REPO
 
-PARAMS = {
-    "profile": "smoke",
-    "corpus": "mirror",
-    "pretrain": {"bert": ["objective=mlm_nsp"], "ltr": ["objective=ltr"]},
+PARAMS = {"profile": "smoke", "corpus": "mirror"}
+DECLARED: dict = yaml.safe_load((Path(CONF_DIR) / "ablations" / "default.yaml").read_text())
+# A small study: two encoders, two modes, three seeds; each task runs 1 seed, SST-2 and CoNLL-2003 2 (`cells`).
+SPEC = DECLARED | {
+    "encoders": {"bert": ["objective=mlm_nsp"], "ltr": ["objective=ltr"]},
     "modes": {"finetune": [], "sum_all": ["finetune.mode=feature_based", "finetune.features=sum_all"]},
-    "finetune": {
-        "sst2": {"seeds": [1, 2], "runs": [["bert", "finetune"], ["ltr", "finetune"]]},
-        "mrpc": {"seeds": [1, 2], "runs": [["bert", "finetune"], ["ltr", "finetune"]]},
-        "conll2003": {"seeds": [1, 2, 3], "runs": [["bert", "sum_all"]]},
-    },
+    "seeds": [1, 2, 3],
+    "tables": {"table5": {"tasks": ["sst2", "mrpc"], "rows": {"bert-finetune": {}, "ltr-finetune": {}}},
+               "table7": {"tasks": ["conll2003"], "rows": {"bert-sum_all": {}}}},
 }
+POLICY = {"seeds": {"default": 1, "sst2": 2, "conll2003": 2}, "skip": {}}
 
 
 def compose_with(*overrides: str):
@@ -31,49 +32,93 @@ def compose_with(*overrides: str):
         return compose(config_name="config", overrides=list(overrides))
 
 
-def test_runs_expand_the_pipeline_from_params() -> None:
-    names = [(stage, name) for stage, name, _ in runs(PARAMS)]
+def test_runs_expand_the_pipeline_from_the_declaration() -> None:
+    listed = list(runs(PARAMS, SPEC, POLICY))
+    names = [(r.stage, r.name) for r in listed]
     assert names[:5] == [("download", "download"), ("tokenizer", "tokenizer"), ("pretrain_data", "pretrain_data"),
                          ("pretrain", "bert"), ("pretrain", "ltr")]
-    assert sum(stage == "finetune" for stage, _ in names) == 2 * 2 * 2 + 1 * 3  # each task: runs x its own seeds
+    cells = sum(len(t["tasks"]) * len(t["rows"]) for t in SPEC["tables"].values()) * len(SPEC["seeds"])
+    assert sum(r.stage == "finetune" for r in listed) == cells  # every table's rows x tasks x seeds: a stage each
     assert ("finetune", "mrpc-ltr-finetune-2") in names and names[-1] == ("ablations", "ablations")
-    (overrides,) = [o for stage, name, o in runs(PARAMS) if name == "conll2003-bert-sum_all-3"]
-    assert {"finetune.mode=feature_based", "finetune.features=sum_all", "task=conll2003", "seed=3",
-            "finetune.encoder=bert"} <= set(overrides)
+    (run,) = [r for r in listed if r.name == "conll2003-bert-sum_all-3"]
+    assert run.overrides == ["profile=smoke", "corpus=mirror", "name=conll2003-bert-sum_all-3", "finetune.encoder=bert",
+                             "task=conll2003", "seed=3", "finetune.mode=feature_based", "finetune.features=sum_all"]
+    assert run.tags == ("table7",)
+    assert next(r for r in listed if r.name == "bert").tags == ("table5", "table7")
 
 
-@pytest.mark.parametrize(("run", "message"), [
-    (["bert", "bilstm"], "'bilstm' is not in params.yaml `modes` (finetune, sum_all)"),
-    (["nonsp", "finetune"], "'nonsp' is not in params.yaml `pretrain` (bert, ltr)"),
+def test_the_profile_leaves_out_seeds_beyond_a_tasks_count_and_what_it_skips() -> None:
+    """`ablations.cells`: each task its first n seeds (`default` for the rest), and a task or encoder left out, with
+    why."""
+    def left_out(policy: dict) -> dict[str, str | None]:
+        return {r.name: r.not_run for r in runs(PARAMS, SPEC, policy) if r.stage in ("pretrain", "finetune")}
+
+    capped = left_out(POLICY)
+    ran = {name for name, why in capped.items() if why is None}
+    assert ran == {"bert", "ltr", "sst2-bert-finetune-1", "sst2-bert-finetune-2", "sst2-ltr-finetune-1",
+                   "sst2-ltr-finetune-2", "mrpc-bert-finetune-1", "mrpc-ltr-finetune-1", "conll2003-bert-sum_all-1",
+                   "conll2003-bert-sum_all-2"}
+    assert capped["mrpc-bert-finetune-2"] == "seed 2: mrpc runs the first 1 of ablations.seeds (ablations.cells.seeds)"
+    skipped = left_out({"seeds": {}, "skip": {"ltr": "no causal runs here", "mrpc": "at its floor"}})
+    assert skipped["ltr"] == "ltr: no causal runs here" and skipped["sst2-ltr-finetune-3"] == "ltr: no causal runs here"
+    assert skipped["mrpc-bert-finetune-1"] == "mrpc: at its floor"
+    assert {n for n, why in skipped.items() if why is None} == {"bert", *(f"sst2-bert-finetune-{s}" for s in (1, 2, 3)),
+                                                                 *(f"conll2003-bert-sum_all-{s}" for s in (1, 2, 3))}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"tables": {"t": {"tasks": ["sst2"], "rows": {"bert-bilstm": {}}}}},
+     "ablations.tables.t.rows: 'bert-bilstm' is not <encoder>-<mode> of ablations.modes (finetune, sum_all)"),
+    ({"tables": {"t": {"tasks": ["sst2"], "rows": {"nonsp-finetune": {}}}}},
+     "'nonsp-finetune' is not <encoder>-<mode> of ablations.encoders (bert, ltr)"),
+    ({"tables": {"t": {"tasks": ["nope"], "rows": {}}}}, "ablations.tables.t.tasks: 'nope' has no entry in"),
+    ({"tables": {"a": {"tasks": ["sst2"], "rows": {"bert-finetune": {}}},
+                 "b": {"tasks": ["sst2", "mrpc"], "rows": {"bert-finetune": {}}}}},
+     "ablations.tables.b: sst2 x bert-finetune is a cell of a too"),
+    ({"encoders": {"my-bert": []}}, "ablations.encoders: 'my-bert' is not a name"),
+    ({"seeds": [1, 1]}, "ablations.seeds=[1, 1]: expected a list of distinct integers"),
 ])
-def test_a_run_with_an_unknown_encoder_or_mode_is_a_user_error(run: list[str], message: str) -> None:
-    params = {**PARAMS, "finetune": {"sst2": {"seeds": [1], "runs": [run]}}}
-    with pytest.raises(UserError, match=re.escape(f"finetune.sst2.runs: {message}")):
-        list(runs(params))
+def test_a_declaration_that_makes_no_grid_is_one_line_naming_it(change: dict, message: str) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        study.check(SPEC | change)
+
+
+@pytest.mark.parametrize(("policy", "message"), [
+    ({"seeds": {"nope": 2}}, "ablations.cells.seeds.nope: not a task of ablations.columns"),
+    ({"seeds": {"sst2": 0}}, "ablations.cells.seeds.sst2=0: expected a count >= 1"),
+    ({"skip": {"nonsp": "x"}}, "ablations.cells.skip.nonsp: not a task of ablations.columns nor an encoder"),
+    ({"skip": {"sst2": ""}}, "ablations.cells.skip.sst2: give the reason the report prints"),
+])
+def test_a_bad_cells_setting_is_one_line_naming_it(policy: dict, message: str) -> None:
+    with pytest.raises(UserError, match=re.escape(message)):
+        study.check_policy(policy, SPEC)
 
 
 def test_written_configs_are_complete_and_keys_are_results_only(tmp_path: Path) -> None:
-    assert write_all(PARAMS, tmp_path / "configs") == 3 + 2 + 11 + 1
+    assert write_all(PARAMS, tmp_path / "configs", SPEC) == 3 + 2 + 15 + 1
     full = yaml.safe_load((tmp_path / "configs/finetune/sst2-ltr-finetune-2.yaml").read_text())
     assert full["finetune"]["encoder"] == "ltr" and full["task"]["name"] == "sst2" and full["seed"] == 2
     assert full["hydra"]["run"]["dir"].endswith("hydra/finetune/sst2-ltr-finetune-2")
     assert full["out_dir"] == full["data_dir"]  # the pipeline's runs write its outputs; by hand, data/hand
+    assert full["not_run"] is None and full["logger"]["tags"] == ["table5"]
     assert compose_with().out_dir == "data/hand"
     key = yaml.safe_load((tmp_path / "configs/pretrain/ltr.key.yaml").read_text())
     assert key["objective"]["causal"] is True
     assert "impl" not in key and "logger" not in key and set(key) == {"overrides", *RESULT_KEYS["pretrain"]}
+    # a seed the study's cells leave out: its config and key say why (a key of its own, so running it reruns it)
+    left = yaml.safe_load((tmp_path / "configs/finetune/mrpc-ltr-finetune-2.key.yaml").read_text())
+    assert left["not_run"] == "seed 2: mrpc runs the first 1 of ablations.seeds (ablations.cells.seeds)"
+    assert "not_run" not in yaml.safe_load((tmp_path / "configs/finetune/mrpc-ltr-finetune-1.key.yaml").read_text())
 
 
-def test_training_runs_carry_their_wandb_tags_the_tables_that_use_them(tmp_path: Path) -> None:
-    write_all(PARAMS, tmp_path / "configs")
+def test_a_profile_that_redraws_the_grid_is_refused() -> None:
+    from bertlab.configs import read_study
 
-    def tags(stage: str, name: str) -> list[str]:
-        return yaml.safe_load((tmp_path / "configs" / stage / f"{name}.yaml").read_text())["logger"]["tags"]
-
-    assert tags("pretrain", "bert") == ["table5", "table7"] and tags("pretrain", "ltr") == ["table5"]
-    assert tags("finetune", "sst2-ltr-finetune-1") == ["table5"]
-    assert tags("finetune", "conll2003-bert-sum_all-1") == ["table7"]
-    assert tags("download", "download") == []
+    cfg = compose_with("profile=smoke", "ablations.seeds=[1]")
+    with pytest.raises(UserError, match=r"ablations.seeds: the profile 'smoke' changes its names, but dvc.yaml's"):
+        read_study(cfg)
+    spec, policy = read_study(compose_with("profile=cpu"))
+    assert spec["tables"] == DECLARED["tables"] and policy == DECLARED["cells"] == POLICY
 
 
 def test_speed_settings_never_reach_a_key_file(tmp_path: Path) -> None:
@@ -103,10 +148,8 @@ def test_every_profile_composes(profile: str) -> None:
 
 
 def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
-    from bertlab.errors import UserError
-
     with pytest.raises(UserError, match="pretrain run 'bad'"):
-        write_all({**PARAMS, "pretrain": {"bad": ["objective=nonsense"]}}, tmp_path / "configs")
+        write_all(PARAMS, tmp_path / "configs", SPEC | {"encoders": {"bad": ["objective=nonsense"]}, "tables": {}})
     assert not (tmp_path / "configs").exists()
 
 
@@ -116,8 +159,8 @@ def test_the_key_holds_the_global_batch_not_how_devices_split_it(tmp_path: Path)
         "one": [], "two": ["impl.devices=2", "impl.strategy=ddp"], "nodes": ["impl=gpu", "impl.num_nodes=2"],
         "accumulated": ["impl.max_device_batch=4"], "bigger": ["pretrain.batch_size=32"],
     }.items():
-        params = {**PARAMS, "pretrain": {"bert": ["objective=mlm_nsp", *overrides]}, "finetune": {}}
-        write_all(params, tmp_path / name)
+        write_all(PARAMS, tmp_path / name, SPEC | {"encoders": {"bert": ["objective=mlm_nsp", *overrides]},
+                                                   "tables": {}})
         cfg = compose_with("profile=smoke", *overrides)
         keys[name] = ((tmp_path / name / "pretrain/bert.key.yaml").read_text(), pretrain_key(cfg, []))
     assert keys["one"] == keys["two"] == keys["nodes"] == keys["accumulated"]  # key file and run key alike
@@ -132,9 +175,9 @@ def test_the_auto_corpus_follows_where_the_data_come_from(monkeypatch, mirror: s
         monkeypatch.setenv("BERTLAB_DATA_MIRROR", mirror)
     else:
         monkeypatch.delenv("BERTLAB_DATA_MIRROR", raising=False)
-    download = next(overrides for stage, _, overrides in runs(PARAMS | {"corpus": "auto"}) if stage == "download")
+    download = next(r.overrides for r in runs(PARAMS | {"corpus": "auto"}, SPEC, POLICY) if r.stage == "download")
     assert f"corpus={preset}" in download
-    assert "corpus=mirror" in next(o for s, _, o in runs(PARAMS) if s == "download")  # a named preset stays
+    assert "corpus=mirror" in next(r.overrides for r in runs(PARAMS, SPEC, POLICY) if r.stage == "download")
 
 
 def test_a_profile_gives_one_task_its_own_budget(tmp_path: Path) -> None:
@@ -146,8 +189,7 @@ def test_a_profile_gives_one_task_its_own_budget(tmp_path: Path) -> None:
     assert lr == {"sst2": 3e-4, "conll2003": 1e-3}
     assert compose_with("profile=gpu", "task=mrpc").finetune.max_train_examples is None  # paper's grid: all data
     assert compose_with("profile=cpu", "task=mrpc", "finetune.max_train_examples=64").finetune.max_train_examples == 64
-    params = {**PARAMS, "profile": "cpu"}
-    write_all(params, tmp_path / "configs")
+    write_all({**PARAMS, "profile": "cpu"}, tmp_path / "configs", SPEC)
     key = {t: yaml.safe_load((tmp_path / f"configs/finetune/{t}-bert-finetune-1.key.yaml").read_text())
            for t in ("sst2", "mrpc")}
     assert key["sst2"]["finetune"]["max_train_examples"] == 4800
@@ -156,16 +198,18 @@ def test_a_profile_gives_one_task_its_own_budget(tmp_path: Path) -> None:
     assert conll["finetune"]["lr"] == 1e-3
 
 
-def test_params_yaml_has_nothing_dvc_would_interpolate() -> None:
-    """`dvc exp run -S` resolves `${...}` in params.yaml (DVC issue 11018) and stops on Hydra's interpolations."""
-    assert "${" not in (REPO / "params.yaml").read_text()
+@pytest.mark.parametrize("path", ["params.yaml", "conf/ablations/default.yaml",
+                                  *(f"conf/profile/{p}.yaml" for p in ("smoke", "cpu", "gpu", "paper"))])
+def test_what_dvc_reads_or_sets_has_nothing_it_would_interpolate(path: str) -> None:
+    """`dvc exp run -S` resolves `${...}` in the file it sets (DVC issue 11018) and stops on Hydra's interpolations;
+    dvc.yaml reads the declaration as its vars."""
+    assert "${" not in (REPO / path).read_text()
 
 
 def test_the_size_study_rows_train_for_the_profiles_size_study_budget() -> None:
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
-    row = compose_with("profile=cpu", *params["pretrain"]["L3_H768_A12"])
+    row = compose_with("profile=cpu", *DECLARED["encoders"]["L3_H768_A12"])
     assert (row.pretrain.max_steps, row.pretrain.warmup_steps) == (500, 250)
-    assert compose_with("profile=cpu", *params["pretrain"]["bert"]).pretrain.max_steps == 2400
+    assert compose_with("profile=cpu", *DECLARED["encoders"]["bert"]).pretrain.max_steps == 2400
 
 
 def test_a_run_by_hand_follows_params_yaml_unless_its_command_line_names_a_profile(tmp_path: Path, capsys) -> None:

@@ -146,6 +146,33 @@ def test_squad_with_bilstm_and_causal_encoder(finetune_data: Path) -> None:
     check_items(finetune_data, record, "span")
 
 
+def test_an_encoder_is_causal_by_its_record_not_its_objectives_name(finetune_data: Path) -> None:
+    """A variant objective under its own name: its metrics.json's `causal` decides how it is fine-tuned."""
+    import shutil
+
+    from bertlab.modeling.export import load_encoder
+
+    variant = finetune_data / "pretrain" / "tiny_next_token"
+    shutil.copytree(finetune_data / "pretrain" / "tiny_ltr", variant, dirs_exist_ok=True)
+    write_json(variant / "metrics.json", {"name": variant.name, "objective": "next_token", "nsp": False,
+                                          "causal": True})
+    tokenizer = finetune_data / "tokenizer" / "tokenizer.json"
+    vocab = Tokenizer.from_file(str(tokenizer)).get_vocab_size()
+    assert load_encoder(variant, 0.0, vocab, tokenizer)[1:] == ("next_token", True)
+    assert load_encoder(finetune_data / "pretrain" / "tiny", 0.0, vocab, tokenizer)[1:] == ("mlm_nsp", False)
+
+
+def test_a_cell_the_profile_leaves_out_writes_why_and_trains_nothing(finetune_data: Path) -> None:
+    cfg = finetune_config(finetune_data, "name=left_out", "task=sst2", "not_run='sst2: too slow here'")
+    result = finetune(cfg)
+    out = finetune_data / "finetune" / "left_out"
+    assert result.finished_before and sorted(p.name for p in out.iterdir()) == ["metrics.json"]
+    record = json.loads((out / "metrics.json").read_text())
+    assert (record["status"], record["reason"], record["headline"]) == ("not run", "not run at smoke: sst2: too slow "
+                                                                         "here", None)
+    assert (record["encoder"], record["task"], record["mode"]) == ("tiny", "sst2", "finetune")
+
+
 @pytest.mark.parametrize("strategy", FEATURES)
 def test_feature_based_keeps_the_encoder_frozen(finetune_data: Path, strategy: str) -> None:
     before, _ = load_plain(finetune_data / "pretrain" / "tiny")
@@ -327,7 +354,7 @@ def test_a_tokenizer_that_is_not_the_encoders_stops_before_training(finetune_dat
     tokenizer_file = finetune_data / "tokenizer" / "tokenizer.json"
     tokens = Tokenizer.from_file(str(tokenizer_file)).get_vocab_size()
     name = f"vocab{delta}"
-    save_encoder(finetune_data, name, tokens + delta, "mlm_nsp")
+    save_encoder(finetune_data, name, tokens + delta, "mlm_nsp", nsp=True, causal=False)
     with pytest.raises(UserError) as err:
         finetune(finetune_config(finetune_data, f"name={name}", "task=sst2", f"finetune.encoder={name}"))
     message = str(err.value)
@@ -365,8 +392,10 @@ def test_feature_head_lr_drives_the_trained_parts_of_feature_based_runs_only(fin
 
 def save_keyed_encoder(d: Path, name: str, key: str) -> None:
     """A 4-layer MLM+NSP encoder of the tokenizer's vocabulary, as the pretrain stage records it (with run key `key`)."""
-    save_encoder(d, name, Tokenizer.from_file(str(d / "tokenizer" / "tokenizer.json")).get_vocab_size(), "mlm_nsp")
-    write_json(d / "pretrain" / name / "metrics.json", {"name": name, "objective": "mlm_nsp", "run_key": key})
+    save_encoder(d, name, Tokenizer.from_file(str(d / "tokenizer" / "tokenizer.json")).get_vocab_size(), "mlm_nsp",
+                 nsp=True, causal=False)
+    write_json(d / "pretrain" / name / "metrics.json", {"name": name, "objective": "mlm_nsp", "causal": False,
+                                                        "run_key": key})
 
 
 def test_feature_cells_that_read_the_same_layers_the_same_way_are_one_cell(finetune_data: Path) -> None:

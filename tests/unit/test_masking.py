@@ -101,7 +101,7 @@ def documents(seed: int = 0) -> list[list[np.ndarray]]:
 def test_collator_mlm_nsp():
     dataset = InstanceDataset(create_nsp_instances(documents(), 64, dupe_factor=1))
     examples = [dataset[i] for i in range(16)]
-    out = PretrainingCollator("mlm_nsp", 1000)(examples)
+    out = PretrainingCollator(nsp=True, vocab_size=1000)(examples)
     assert set(out) == {"input_ids", "token_type_ids", "attention_mask", "mlm_labels", "next_sentence_label"}
     lengths = [int((ex["input_ids"] != PAD_ID).sum()) for ex in examples]
     assert out["input_ids"].shape == (16, max(lengths))  # trimmed to the longest example
@@ -118,7 +118,7 @@ def test_collator_mlm_nsp():
 def test_collator_ltr_labels_are_next_tokens():
     dataset = InstanceDataset(create_packed_instances(documents(), 64))
     examples = [dataset[i] for i in (0, 1, len(dataset) - 1)]  # the last one is padded
-    out = PretrainingCollator("ltr", 1000)(examples)
+    out = PretrainingCollator(causal=True, vocab_size=1000)(examples)
     assert set(out) == {"input_ids", "token_type_ids", "attention_mask", "mlm_labels"}
     ids, labels, attention = out["input_ids"], out["mlm_labels"], out["attention_mask"]
     assert torch.equal(ids[:, 0], torch.full((3,), CLS_ID))  # unmasked
@@ -130,17 +130,17 @@ def test_collator_ltr_labels_are_next_tokens():
 
 def test_fixed_mask_is_reproducible():
     dataset = InstanceDataset(create_packed_instances(documents(), 64))
-    collate = PretrainingCollator("mlm", 1000, fixed_mask_seed=7)
+    collate = PretrainingCollator(1000, fixed_mask_seed=7)
     first = collate([dataset[i] for i in range(8)])
-    again = PretrainingCollator("mlm", 1000, fixed_mask_seed=7)([dataset[i] for i in range(8)])
+    again = PretrainingCollator(1000, fixed_mask_seed=7)([dataset[i] for i in range(8)])
     assert torch.equal(first["input_ids"], again["input_ids"])
     assert torch.equal(first["mlm_labels"], again["mlm_labels"])
     # Independent of batch composition and padding: example 3 alone gets the same mask.
     alone = collate([dataset[len(dataset) - 1], dataset[3]])
     assert torch.equal(alone["mlm_labels"][1], first["mlm_labels"][3])
-    other_seed = PretrainingCollator("mlm", 1000, fixed_mask_seed=8)([dataset[i] for i in range(8)])
+    other_seed = PretrainingCollator(1000, fixed_mask_seed=8)([dataset[i] for i in range(8)])
     assert not torch.equal(other_seed["mlm_labels"], first["mlm_labels"])
-    dynamic = PretrainingCollator("mlm", 1000)
+    dynamic = PretrainingCollator(1000)
     assert not torch.equal(dynamic([dataset[0]])["mlm_labels"], dynamic([dataset[0]])["mlm_labels"])
 
 

@@ -89,7 +89,7 @@ def test_phased_batches_take_the_short_stream_then_the_long_one_from_its_start()
 def test_a_short_first_phase_trains_on_short_instances_with_the_same_tokens_per_batch() -> None:
     docs = documents()
     data = PretrainData(create_nsp_instances(docs, 64, dupe_factor=1), create_nsp_instances(docs, 64, dupe_factor=1),
-                        {"objective": "mlm_nsp", "vocab_size": 200}, batch_size=4, seed=0, checkpoint_every=3,
+                        {"nsp": True, "vocab_size": 200}, batch_size=4, seed=0, checkpoint_every=3,
                         heldout_mask_seed=0, eval_batch_size=8, num_workers=0,
                         short=create_nsp_instances(docs, 16, dupe_factor=1), short_steps=4)
     trainer = type("Trainer", (), {"accumulate_grad_batches": 1, "global_step": 0, "global_rank": 0,
@@ -111,7 +111,7 @@ def documents(seed: int = 0) -> list[list[np.ndarray]]:
 
 def test_seeded_masks_are_a_function_of_the_batch_tag() -> None:
     data = TaggedDataset(InstanceDataset(create_packed_instances(documents(), 32)))
-    collate = PretrainingCollator("mlm", 200, seed=5)
+    collate = PretrainingCollator(200, seed=5)
     first, again, other = (collate(data[[(tag, i) for i in range(8)]]) for tag in (7, 7, 8))
     assert first["batch_index"] == 7 and torch.equal(first["mlm_labels"], again["mlm_labels"])
     assert not torch.equal(first["mlm_labels"], other["mlm_labels"])
@@ -124,8 +124,8 @@ def test_heldout_losses_sum_to_the_models_loss() -> None:
     model = BertForPretraining(BertConfig(vocab_size=200, num_layers=1, hidden_size=32, num_heads=2,
                                           intermediate_size=64, max_position_embeddings=64)).eval()
     dataset = InstanceDataset(create_nsp_instances(documents(), 48, dupe_factor=1))
-    for objective, causal in (("mlm_nsp", False), ("ltr", True)):
-        batch = PretrainingCollator(objective, 200, fixed_mask_seed=1)([dataset[i] for i in range(6)])
+    for nsp, causal in ((True, False), (False, True)):
+        batch = PretrainingCollator(200, nsp=nsp, causal=causal, fixed_mask_seed=1)([dataset[i] for i in range(6)])
         loss_sum, count = heldout_losses(model, batch, causal, chunk=7)  # chunks smaller than the positions
         with torch.no_grad():
             out = model(**{k: v for k, v in batch.items() if k != "next_sentence_label"}, causal=causal)
@@ -181,7 +181,7 @@ def test_the_heldout_metric_gives_copying_no_credit() -> None:
     train = create_packed_instances(documents(1), 32)
     heldout = create_packed_instances(documents(2), 32)
     logp = unigram.log_probs(unigram.token_counts(train, 200))
-    data = PretrainData(train, heldout, {"objective": "mlm", "vocab_size": 200}, batch_size=4, seed=0,
+    data = PretrainData(train, heldout, {"vocab_size": 200}, batch_size=4, seed=0,
                         checkpoint_every=1, heldout_mask_seed=3, eval_batch_size=16, num_workers=0)
     copier = Copier(logp)
 
@@ -191,6 +191,6 @@ def test_the_heldout_metric_gives_copying_no_credit() -> None:
         return model / unigram.perplexity(*unigram.item_losses(batches, logp))
 
     assert ratio(list(data.val_dataloader())) == pytest.approx(1.0, rel=1e-5)
-    shown = PretrainingCollator("mlm", 200, fixed_mask_seed=3)  # the same positions, 80/10/10 inputs
+    shown = PretrainingCollator(200, fixed_mask_seed=3)  # the same positions, 80/10/10 inputs
     visible = DataLoader(InstanceDataset(heldout), batch_size=16, collate_fn=shown)
     assert ratio(list(visible)) < 0.75  # a tenth of the positions show their answer

@@ -185,7 +185,7 @@ def test_reference_masks_are_static_and_the_collator_uses_them() -> None:
                                              max_predictions_per_seq=5, vocab_size=VOCAB)
     rows = [InstanceDataset(inst)[i] for i in range(8)]
     for seed in (0, 1):  # a different batch seed changes nothing: the masks came with the instances
-        batch = PretrainingCollator("mlm", VOCAB, seed=seed)([{**r, "batch": 0} for r in rows])
+        batch = PretrainingCollator(VOCAB, seed=seed)([{**r, "batch": 0} for r in rows])
         length = batch["input_ids"].shape[1]
         assert (batch["input_ids"].numpy() == inst.masked_input_ids[:8, :length]).all()
         labels = batch["mlm_labels"].numpy()

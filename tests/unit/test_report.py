@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from bertlab import ablations
 from bertlab.errors import UserError
-from bertlab.report import cells, collect, stats, tables_of
+from bertlab.report import cells, collect, stats
 from bertlab.report.collect import Results
 from bertlab.stage import CONF_DIR
 from tests.report_data import BASE, FINETUNE, LOSS_CSV, MANIFEST, PRETRAIN, SMALL, ft, pre, write_data
@@ -84,7 +84,7 @@ def test_floors_beside_every_cell(built) -> None:
     assert ppl.floor_status == stats.ABOVE_FLOOR
     no_items = entry(entries, "table5", "ltr_bilstm", "squad").cell
     assert (no_items.mean, no_items.floor_value, no_items.floor_status) == (50.0, None, stats.NOT_MEASURED)
-    assert no_items.reason == "no items.json for ltr-squad-finetune-last-True-1"
+    assert no_items.reason == "no items.json for squad-ltr-bilstm-1"
 
 
 def test_no_data_and_not_run_are_never_numbers(built) -> None:
@@ -98,10 +98,10 @@ def test_no_data_and_not_run_are_never_numbers(built) -> None:
     results = Results(runs, {}, {}, {}, {}, MANIFEST, "")
     mixed = cells.finetune_cell(results, SPEC["columns"], "mrpc", {"encoder": "bert"})
     assert (mixed.status, mixed.values) == ("ok", (81.0,))
-    assert mixed.reason == "no items.json for bert-mrpc-finetune-last-False-2"
+    assert mixed.reason == "no items.json for mrpc-bert-finetune-2"
 
 
-def test_rows_pick_runs_by_mode_features_and_bilstm(built) -> None:
+def test_rows_pick_their_own_runs_by_name(built) -> None:
     entries = built[0].entries
     assert entry(entries, "table5", "ltr", "squad").cell.values == (40.0,)  # not the BiLSTM run
     assert entry(entries, "table5", "ltr_bilstm", "squad").cell.values == (50.0,)
@@ -111,23 +111,30 @@ def test_rows_pick_runs_by_mode_features_and_bilstm(built) -> None:
     assert entry(entries, "table6", "L24_H1024_A16", "ppl").cell.status == "not run"
 
 
-@pytest.mark.parametrize(("run", "tables"), [
-    ({"encoder": "bert"}, ["table5", "table7"]),                              # a pretraining run
-    ({"encoder": "L12_H768_A12"}, ["table6"]),
-    ({"encoder": "L3_H768_A12"}, ["table6"]),
-    ({"encoder": "unused"}, []),
-    (ft("bert", "mrpc", 80.0), ["table5"]),
-    (ft("L12_H768_A12", "mrpc", 80.0), ["table6"]),
-    (ft("bert", "qnli", 80.0), ["table5"]),
-    (ft("ltr", "squad", 80.0, bilstm=True), ["table5"]),
-    (ft("L24_H1024_A16", "sst2", 80.0), ["table6"]),
-    (ft("bert", "conll2003", 80.0, mode="feature_based", features="sum_all"), ["table7"]),
-    (ft("bert", "conll2003", 80.0), ["table7"]),
-    (ft("nonsp", "conll2003", 80.0), []),
-    (ft("bert", "cola", 80.0), []),
-])
-def test_tables_of_a_run(run: dict[str, Any], tables: list[str]) -> None:
-    assert tables_of(SPEC, run) == tables
+def test_a_cell_the_profile_left_out_says_why(tmp_path: Path) -> None:
+    """A "not run" record (the profile's `cells`) is no number, and its reason is the cell's, in the tables' notes;
+    a seed left out beside a run one leaves the cell its run seed; an encoder left out, its perplexity cell."""
+    left = {"status": "not run", "reason": "not run at smoke: qnli: too slow here"}
+    capped = {"status": "not run",
+              "reason": "not run at smoke: seed 2: sst2 runs the first 1 of ablations.seeds (ablations.cells.seeds)"}
+    runs = [ft("bert", "qnli", 70.0) | left, ft("bert", "sst2", 85.0), ft("bert", "sst2", 86.0, seed=2) | capped]
+    pretrain = {k: v for k, v in PRETRAIN.items() if k != "L24_H1024_A16"}
+    write_data(tmp_path / "data", runs, pretrain)
+    skipped = tmp_path / "data" / "pretrain" / "L24_H1024_A16"
+    skipped.mkdir()
+    (skipped / "metrics.json").write_text(json.dumps({"name": "L24_H1024_A16", "status": "not run",
+                                                       "reason": "not run at smoke: L24_H1024_A16: too big"}))
+    built = ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
+    qnli, sst2 = (entry(built.entries, "table5", "bert", task).cell for task in ("qnli", "sst2"))
+    assert (qnli.status, qnli.text(), qnli.reason) == ("not run", "—", left["reason"])
+    assert (sst2.status, sst2.values) == ("ok", (85.0,))
+    big = entry(built.entries, "table6", "L24_H1024_A16", "ppl").cell
+    assert (big.status, big.reason) == ("not run", "not run at smoke: L24_H1024_A16: too big")
+    md = (tmp_path / "reports" / "ablations.md").read_text()
+    assert "\nNot run at smoke: qnli: too slow here.\n" in md
+    assert "\nNot run at smoke: L24_H1024_A16: too big.\n" in md
+    nsp = next(f for f in built.findings if f.id == "nsp_helps")
+    assert next(p for p in nsp.pairs if p.column == "qnli").reason == f"BERT_BASE: {left['reason']}; No NSP: not run"
 
 
 def test_table6_rejects_a_run_of_another_size() -> None:
@@ -186,8 +193,9 @@ def test_stage_outputs(built) -> None:
     assert "bert" in runs and "ltr" not in runs and len(runs) == len(PRETRAIN) - 2  # not scratch (no curve), not ltr
     assert not list(out.glob(".ablations-*"))
 
+    tables = SPEC["tables"]
     t5 = read_csv(out / "ablations_table5.csv")
-    assert len(t5) == 5 * 5  # rows x tasks
+    assert len(t5) == len(tables["table5"]["rows"]) * len(tables["table5"]["tasks"])
     by_cell = {(r["row"], r["column"]): r for r in t5}
     assert by_cell["BERT_BASE", "mrpc"] == {"table": "table5", "row": "BERT_BASE", "column": "mrpc", "paper": "86.7",
                                            "mean": "82.0", "std": "2.0", "n": "3", "status": "ok", "floor": "60.0",
@@ -197,8 +205,9 @@ def test_stage_outputs(built) -> None:
                                            "floor_status": ""}
     assert by_cell["From scratch (ours)", "mrpc"]["paper"] == ""
     assert by_cell["From scratch (ours)", "mrpc"]["floor_status"] == "at floor"
-    assert len(read_csv(out / "ablations_table6.csv")) == 6 * (1 + 3)  # rows x (ppl, 3 tasks)
-    assert len(read_csv(out / "ablations_table7.csv")) == 7
+    for name in ("table6", "table7", "probes"):  # rows x (ppl where the table has it, its tasks)
+        columns = len(tables[name]["tasks"]) + bool(tables[name].get("ppl"))
+        assert len(read_csv(out / f"ablations_{name}.csv")) == len(tables[name]["rows"]) * columns
 
     metrics = json.loads((out / "claims.json").read_text())
     assert metrics["table5"]["bert"]["mrpc"] == {"mean": 82.0, "std": 2.0, "n": 3, "floor": 60.0,
@@ -210,6 +219,21 @@ def test_stage_outputs(built) -> None:
                                                       "floor_status": "above floor"}
     assert metrics["table7"]["embeddings"]["conll2003"]["floor_status"] == "at floor"
     assert "second_to_last" not in metrics["table7"]
+
+
+def test_curves_are_grouped_and_labelled_by_the_objectives_name_and_properties(tmp_path: Path) -> None:
+    """A variant objective under its own name gets its own curve file and panel, its loss named by what it is."""
+    from bertlab.report.plots import loss_label
+
+    variant = pre("L3_H768_A12", (3, 768, 12, 3072), (1, 192, 12, 768), 450_000, 60.0, nsp=False) | {
+        "objective": "mlm_mask_only", "causal": False}
+    write_data(tmp_path / "data", pretrain=PRETRAIN | {"L3_H768_A12": variant})
+    ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
+    curves = sorted(p.name for p in (tmp_path / "reports" / "pretrain_loss").iterdir())
+    assert curves == ["ltr.csv", "mlm_mask_only.csv", "mlm_nsp.csv"]
+    assert "L3_H768_A12" in (tmp_path / "reports" / "pretrain_loss" / "mlm_mask_only.csv").read_text()
+    assert [loss_label(r) for r in (variant, PRETRAIN["bert"], PRETRAIN["ltr"])] == [
+        "MLM loss", "MLM + NSP loss", "next-token loss"]
 
 
 def test_markdown(built) -> None:
@@ -265,7 +289,7 @@ def test_wandb_offline_run(built, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     ablations.log_wandb(cfg, report)
     (run_dir,) = (tmp_path / "wandb" / "wandb").glob("offline-run-*")
     media = {p.name.split("_")[0]: json.loads(p.read_text()) for p in (run_dir / "files" / "media").rglob("*.json")}
-    assert sorted(media) == ["findings", "table5", "table6", "table7"]
+    assert sorted(media) == sorted(["findings", *SPEC["tables"]])  # each table of the study, and the findings
     findings = media["findings"]
     assert findings["columns"][6:10] == ["estimate", "low", "high", "verdict"]
     nsp_mrpc = [r for r in findings["data"] if r[0] == "nsp_helps" and r[3] == "mrpc"]
@@ -326,7 +350,7 @@ def test_the_summary_says_what_the_encoder_learned(built) -> None:
 
 def test_an_encoder_at_its_floor_is_said_to_have_not_learned_enough(tmp_path: Path) -> None:
     pretrain = {**PRETRAIN, "bert": pre("bert", BASE, SMALL, 1_800_000, 800.0)}  # 0.89 x unigram
-    probes = [ft(encoder, "sst2", score, mode="probe", features="last", seed=seed)
+    probes = [ft(encoder, "sst2", score, mode="probe", seed=seed)
               for encoder, score in (("bert", 70.0), ("scratch", 69.0)) for seed in (1, 2)]
     write_data(tmp_path / "data", finetune=[*FINETUNE, *probes], pretrain=pretrain)
     ablations.build(config(tmp_path), profile="smoke")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_dir
 
-from bertlab.data.masking import OBJECTIVES
 from bertlab.errors import UserError
 from bertlab.modeling.features import FEATURES
 from bertlab.settings import CHOICES, check, check_name
@@ -18,7 +17,6 @@ from bertlab.training.kinds import KINDS
 def test_each_choice_names_what_the_code_implements() -> None:
     assert tuple(KINDS) == CHOICES["task.kind"]
     assert FEATURES == CHOICES["finetune.features"]
-    assert OBJECTIVES == CHOICES["objective.name"]
     for kind in CHOICES["tokenizer.kind"]:
         new_tokenizer(kind, lowercase=True)
 
@@ -29,6 +27,22 @@ def test_a_choice_outside_its_list_is_a_one_line_error(key: str) -> None:
         cfg = compose(config_name="config", overrides=["profile=smoke", f"{key}=nosuch"])
     with pytest.raises(UserError, match=f"^{key}='nosuch': expected one of {', '.join(CHOICES[key])}$"):
         check(cfg)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["objective.name=mlm_mask_only"], None),  # a variant is its properties: any safe name
+    (["name=run", "objective.name=a/b"], "objective.name=.a/b.: it names a folder or file"),
+    (["objective=mlm", "objective.nsp=true"], "objective.nsp=true: next-sentence prediction needs sentence pairs"),
+    (["objective=ltr", "objective.nsp=true", "objective.data=nsp"], "objective.nsp=true: .* bidirectional"),
+])
+def test_an_objective_is_checked_by_its_properties_not_its_name(overrides: list[str], message: str | None) -> None:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["profile=smoke", *overrides])
+    if message is None:
+        check(cfg)
+    else:
+        with pytest.raises(UserError, match=message):
+            check(cfg)
 
 
 @pytest.mark.parametrize("name", ["bert", "mrpc-bert-finetune-1", "sweep_L2", "lr=1e-3", "v1.2"])

@@ -12,7 +12,6 @@ from tokenizers import Tokenizer
 from bertlab.data.vocab import CONTINUATION_PREFIX, IGNORE_INDEX, MASK_ID, PAD_ID, SPECIAL_TOKENS
 
 NUM_SPECIAL = len(SPECIAL_TOKENS)
-OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
 
 
 def continuation_table(tokenizer: Tokenizer) -> torch.Tensor:
@@ -82,31 +81,32 @@ def max_labels(length: int, mlm_probability: float, whole_word_masking: bool, ca
 
 
 class PretrainingCollator:
-    """Collate `InstanceDataset` examples into a batch for `objective` ('mlm_nsp', 'mlm' or 'ltr').
+    """Collate `InstanceDataset` examples into a batch for an objective: masked LM, with next-sentence labels where
+    `nsp`, or, where `causal`, a left-to-right LM (the objective's config says which: `objective.causal`, `nsp`).
 
     Trims padding to the longest example and returns long tensors `input_ids`, `token_type_ids`,
-    `attention_mask` and `mlm_labels` (+ `next_sentence_label` for 'mlm_nsp'). For the masked objectives
+    `attention_mask` and `mlm_labels` (+ `next_sentence_label` with `nsp`). For the masked objectives
     `input_ids` are masked by the static masks the examples carry (`masked_input_ids`, `mlm_mask`) if they do,
     else by `mask_tokens`: freshly per batch; or, with `fixed_mask_seed`, from a generator
     seeded by (seed, example index) on the example alone, so a held-out example gets the same mask in
     every epoch and run whatever the batching; or, with `seed`, for examples tagged with their global batch
     index ("batch", by `bertlab.data.sampler`), from a generator seeded by (seed, that index), so a resumed run
     draws the masks of an uninterrupted one. Tagged batches also return that index as `batch_index` (an int).
-    For 'ltr' inputs are left unmasked and `mlm_labels` are the next tokens (-100 at the last real position
+    Where `causal` inputs are left unmasked and `mlm_labels` are the next tokens (-100 at the last real position
     and on padding).
     Leave `generator` None when using DataLoader workers: each worker then draws from its own seeded RNG.
     """
 
     def __init__(
-        self, objective: str, vocab_size: int, *, mlm_probability: float = 0.15,
+        self, vocab_size: int, *, causal: bool = False, nsp: bool = False, mlm_probability: float = 0.15,
         continuation: torch.Tensor | None = None, pad_id: int = PAD_ID, mask_id: int = MASK_ID,
         mask_replace_prob: float = 0.8, random_replace_prob: float = 0.1, num_special: int = NUM_SPECIAL,
         fixed_mask_seed: int | None = None, seed: int | None = None, generator: torch.Generator | None = None,
         mask_every_target: bool = False,
     ):
-        if objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {objective!r}; expected one of {OBJECTIVES}")
-        self.objective = objective
+        if causal and nsp:
+            raise ValueError("a left-to-right LM has no next-sentence labels: `causal` excludes `nsp`")
+        self.causal, self.nsp = causal, nsp
         self.pad_id = pad_id
         self.fixed_mask_seed = fixed_mask_seed
         self.seed = seed
@@ -126,7 +126,7 @@ class PretrainingCollator:
         token_type_ids = _long(np.stack([ex["token_type_ids"][:length] for ex in examples]))
         batch = {"token_type_ids": token_type_ids, "attention_mask": attention_mask}
         tag = {"batch_index": int(examples[0]["batch"])} if "batch" in examples[0] else {}
-        if self.objective == "ltr":
+        if self.causal:
             labels = torch.full_like(input_ids, IGNORE_INDEX)
             labels[:, :-1] = input_ids[:, 1:].masked_fill(attention_mask[:, 1:] == 0, IGNORE_INDEX)
             return {"input_ids": input_ids, **batch, "mlm_labels": labels, **tag}
@@ -146,7 +146,7 @@ class PretrainingCollator:
         if self.mask_every_target:
             masked = masked.masked_fill(labels != IGNORE_INDEX, self.mask_options["mask_id"])
         batch = {"input_ids": masked, **batch, "mlm_labels": labels, **tag}
-        if self.objective == "mlm_nsp":
+        if self.nsp:
             batch["next_sentence_label"] = torch.tensor([ex["next_sentence_label"] for ex in examples])
         return batch
 

@@ -91,11 +91,11 @@ def load_plain(
 
 def load_encoder(
     directory: Path, dropout: float, vocab_size: int, tokenizer_file: Path,
-) -> tuple[BertEncoder, str | None]:
-    """The encoder of the pretraining run in `directory` with the given dropout, and its objective (its metrics.json's:
-    "ltr" for a left-to-right LM). Its vocabulary must be the tokenizer's (`vocab_size` tokens, in `tokenizer_file`):
-    ids beyond it would crash the embedding lookup, and a smaller tokenizer would silently map text to the wrong
-    embeddings."""
+) -> tuple[BertEncoder, str | None, bool]:
+    """The encoder of the pretraining run in `directory` with the given dropout, its objective's name and whether it
+    was pretrained left-to-right (its metrics.json's `objective` and `causal`). Its vocabulary must be the tokenizer's
+    (`vocab_size` tokens, in `tokenizer_file`): ids beyond it would crash the embedding lookup, and a smaller tokenizer
+    would silently map text to the wrong embeddings."""
     d = Path(directory)
     if not (d / PLAIN_WEIGHTS).exists() or not (d / CONFIG).exists():
         raise UserError(f"encoder {d.name!r}: no pretrained model in {d} (run the pretrain stage with name={d.name})")
@@ -103,10 +103,10 @@ def load_encoder(
         raise UserError(f"{tokenizer_file} has {vocab_size} tokens but {d / CONFIG} has vocab_size {vocab}: "
                         f"the encoder was pretrained with another tokenizer (rerun pretrain with this one)")
     model, _ = load_plain(d, dropout=dropout, attention_dropout=dropout)
-    objective = read_json(d / "metrics.json").get("objective") if (d / "metrics.json").exists() else None
-    if objective is None:
-        log.warning("%s has no metrics.json objective: treating the encoder as bidirectional", d)
-    return model.encoder, objective
+    record = read_json(d / "metrics.json") if (d / "metrics.json").exists() else {}
+    if "causal" not in record:
+        log.warning("%s has no metrics.json `causal`: treating the encoder as bidirectional", d)
+    return model.encoder, record.get("objective"), bool(record.get("causal", False))
 
 
 def hf_prefix(config: BertConfig) -> str:

@@ -1,4 +1,4 @@
-"""The cells of Tables 5, 6 and 7: our number over seeds (from metrics.json), the runs' per-item scores (for the
+"""The cells of the study's tables: our number over seeds (from metrics.json), the runs' per-item scores (for the
 paired contrasts) and the floor beside it (from the same per-item files)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from typing import Any
 from bertlab.errors import UserError
 from bertlab.report import stats
 from bertlab.report.collect import NOT_RUN, NO_DATA, OK, Columns, Results
-from bertlab.report.tables import TABLES, matches, preset_name, row_key, row_label, select, tasks
+from bertlab.report.tables import (encoder_of, in_row, matches, paper, preset_name, row_key, row_label, rows,
+                                   table_names, tasks)
 
 PPL = "ppl"  # Table 6's held-out LM perplexity column; every other column is a task
 
@@ -80,11 +81,24 @@ class Entry:
 
 
 def finetune_cell(results: Results, columns: dict[str, Any], task: str, fields: dict[str, Any]) -> Cell:
-    """Our number for `task` over the fine-tuning runs whose fields equal `fields`: ok runs win over "no data"."""
-    matching = [r for r in results.finetune if r["task"] == task and matches(r, fields)]
+    """Our number for `task` over the fine-tuning runs whose fields equal `fields`."""
+    return runs_cell(results, columns, task, [r for r in results.finetune if r["task"] == task and matches(r, fields)])
+
+
+def row_cell(results: Results, columns: dict[str, Any], task: str, row: str) -> Cell:
+    """Our number for `task` over the seeds of table row `row` (`<encoder>-<mode>`): the runs `<task>-<row>-<seed>`."""
+    return runs_cell(results, columns, task, [r for r in results.finetune if in_row(r, task, row)])
+
+
+def runs_cell(results: Results, columns: dict[str, Any], task: str, matching: list[dict[str, Any]]) -> Cell:
+    """Our number for `task` over the fine-tuning runs `matching` (seeds): ok runs win over "no data", and "no data"
+    over runs the profile left out ("not run", with why)."""
     ok = sorted((r for r in matching if r["status"] == OK), key=lambda r: r["seed"])
     if not ok:
-        return Cell(NO_DATA if matching else NOT_RUN, reason=NO_DATA if matching else NOT_RUN)
+        if any(r["status"] == NO_DATA for r in matching):
+            return Cell(NO_DATA, reason=NO_DATA)
+        why = next((r["reason"] for r in matching if r["status"] == NOT_RUN and r.get("reason")), NOT_RUN)
+        return Cell(NOT_RUN, reason=why)
     col = columns[task]
     try:
         raw = [r["metrics"][col["split"]][col["metric"]] for r in ok]
@@ -119,7 +133,7 @@ def pretrain_cell(results: Results, encoder: str) -> Cell:
     """Held-out LM perplexity of a pretraining run, with its per-instance losses and the unigram floor."""
     run = results.pretrain.get(encoder)
     if not run:
-        return Cell(NOT_RUN, reason=NOT_RUN)
+        return Cell(NOT_RUN, reason=results.not_run.get(encoder) or NOT_RUN)
     cell = Cell(OK, (float(run["heldout_ppl"]),), kind="lm", metric=PPL)
     items = results.heldout.get(encoder)
     if items is None:
@@ -128,11 +142,11 @@ def pretrain_cell(results: Results, encoder: str) -> Cell:
                    floor_name=items.floor_name)
 
 
-def side_cell(spec: dict[str, Any], results: Results, fields: dict[str, Any], column: str) -> Cell:
-    """The cell a claim's side or a table row selects in `column`."""
+def side_cell(spec: dict[str, Any], results: Results, row: str, column: str) -> Cell:
+    """The cell a table row or a claim's side (`<encoder>-<mode>`) has in `column` (ppl: its encoder's)."""
     if column == PPL:
-        return pretrain_cell(results, fields["encoder"])
-    return finetune_cell(results, spec["columns"], column, fields)
+        return pretrain_cell(results, encoder_of(row))
+    return row_cell(results, spec["columns"], column, row)
 
 
 def with_floor(cell: Cell, bootstrap: dict[str, Any]) -> Cell:
@@ -145,31 +159,32 @@ def with_floor(cell: Cell, bootstrap: dict[str, Any]) -> Cell:
 
 
 def columns_of(table: str, spec: dict[str, Any]) -> list[str]:
-    """A table's columns: its tasks, after the LM perplexity in Table 6."""
-    return ([PPL] if table == "table6" else []) + tasks(spec, table)
+    """A table's columns: its tasks, after the LM perplexity where it has one (`ppl`: Table 6)."""
+    return ([PPL] if spec["tables"][table].get("ppl") else []) + tasks(spec, table)
 
 
 def check_sizes(spec: dict[str, Any], results: Results) -> None:
-    """Each Table 6 row's pretraining run must have that row's model shape."""
-    for row in spec["table6"]["rows"]:
-        run = results.pretrain.get(row["encoder"])
-        if run and run["preset"] != preset_name(row["shape"]):
-            raise UserError(f"table6 row {row['shape']}: pretraining run {row['encoder']!r} used model "
-                            f"{run['preset']}, not {preset_name(row['shape'])}")
+    """Each row with a paper `shape` (Table 6's) must have been pretrained at that model shape."""
+    for table in table_names(spec):
+        for name, row in rows(spec, table).items():
+            run = results.pretrain.get(encoder_of(name))
+            if "shape" in row and run and run["preset"] != preset_name(row["shape"]):
+                raise UserError(f"{table} row {row['shape']}: pretraining run {encoder_of(name)!r} used model "
+                                f"{run['preset']}, not {preset_name(row['shape'])}")
 
 
 def build_entries(spec: dict[str, Any], results: Results) -> list[Entry]:
-    """Every cell of Tables 5, 6 and 7, each with its floor."""
+    """Every cell of every table, each with its floor."""
     check_sizes(spec, results)
     bootstrap = spec.get("bootstrap", {})
     entries = []
-    for table in TABLES:
-        for row in spec[table]["rows"]:
-            fields = select(spec, table, row)
-            paper = row["paper"] if isinstance(row["paper"], dict) else {spec["table7"]["task"]: row["paper"]}
+    for table in table_names(spec):
+        for name, row in rows(spec, table).items():
+            numbers = paper(spec, table, row)
             for column in columns_of(table, spec):
-                cell = with_floor(side_cell(spec, results, fields, column), bootstrap)
-                entries.append(Entry(table, row_label(row), row_key(row), column, paper.get(column), cell))
+                cell = with_floor(side_cell(spec, results, name, column), bootstrap)
+                entries.append(Entry(table, row_label(name, row), row_key(name, row), column, numbers.get(column),
+                                     cell))
     names = [(e.table, e.key, e.column) for e in entries]
     if len(set(names)) != len(names):
         raise UserError("two rows of one table have the same key: give one of them a `key`")

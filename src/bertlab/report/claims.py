@@ -1,8 +1,9 @@
 """The paper's claims as declared contrasts (`ablations.claims`), each decided by paired bootstrap (`bertlab.report.stats`).
 
 A claim says "A is better than B" on some columns of one table; it expands into pairs (column, A, B): A and B are
-the cells its `better` and `than` selectors pick, or, with `by_size`, every two rows of the table whose models
-differ in non-embedding parameters, the larger as A. Each pair gets A - B with its 95% interval and a verdict.
+the cells of the rows (`<encoder>-<mode>`) its `better` and `than` name, or, with `by_size`, every two rows of the
+table whose models differ in non-embedding parameters, the larger as A. Its columns are its table's tasks, or its
+`columns`, and its `also`. Each pair gets A - B with its 95% interval and a verdict.
 A claim with `floor_ratio: r` says instead that A's held-out perplexity is at most r times its unigram floor's (on
 the same positions): each pair gets that ratio with its interval over held-out instances.
 """
@@ -18,14 +19,15 @@ from bertlab.errors import UserError
 from bertlab.report import stats
 from bertlab.report.cells import PPL, Cell, side_cell
 from bertlab.report.collect import NOT_RUN, Results
-from bertlab.report.tables import SELECTORS, TABLES, row_key, row_label, select, shape_size
+from bertlab.report.tables import encoder_of, row_key, row_label, rows, shape_size, table_names, tasks
+from bertlab.study import SEP
 
 
 @dataclass(frozen=True)
 class Side:
-    label: str  # the table row it is, or its selectors
+    label: str  # the table row's label, or its `<encoder>-<mode>`
     key: str
-    fields: dict[str, Any]  # the fine-tuning run fields it selects
+    row: str  # `<encoder>-<mode>`: its cells are the runs `<task>-<row>-<seed>`
 
 
 @dataclass(frozen=True)
@@ -76,45 +78,46 @@ def contrast(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, 
     return result, "" if result.verdict != stats.NOT_MEASURED else "the metric is not finite"
 
 
-def _side(spec: dict[str, Any], table: str, selectors: dict[str, Any]) -> Side:
-    """A claim's side: named after the table row with the same selection, if there is one."""
-    fields = select(spec, table, selectors)
-    for row in spec[table]["rows"]:
-        if select(spec, table, row) == fields:
-            return Side(row_label(row), row_key(row), fields)
-    name = ", ".join(f"{k}={selectors[k]}" for k in SELECTORS if k in selectors)
-    return Side(name, name, fields)
+def _side(spec: dict[str, Any], table: str, row: str) -> Side:
+    """A claim's side: named as its table names the row, if it has it."""
+    found = rows(spec, table).get(row)
+    return Side(row, row, row) if found is None else Side(row_label(row, found), row_key(row, found), row)
 
 
 def _sides(spec: dict[str, Any], claim: dict[str, Any], where: str, key: str) -> list[Side]:
     value = claim.get(key)
     listed = value if isinstance(value, list) else [value]
-    if not listed or not all(isinstance(s, dict) and s and set(s) <= set(SELECTORS) for s in listed):
-        raise UserError(f"{where}.{key}: give one or a list of selectors of {', '.join(SELECTORS)}")
-    return [_side(spec, claim["table"], s) for s in listed]
+    if not listed or not all(isinstance(r, str) and SEP in r for r in listed):
+        raise UserError(f"{where}.{key}: give one or a list of rows, each <encoder>-<mode>, not {value!r}")
+    return [_side(spec, claim["table"], r) for r in listed]
+
+
+def columns(spec: dict[str, Any], claim: dict[str, Any]) -> list[str]:
+    """A claim's columns: its `columns`, else its table's tasks; then its `also`."""
+    return [*(claim.get("columns") or tasks(spec, claim["table"])), *claim.get("also", [])]
 
 
 def size_pairs(spec: dict[str, Any], results: Results, table: str) -> list[tuple[Side, Side]]:
     """(larger, smaller) for every two rows of `table` whose models differ in non-embedding parameters (as trained;
     by the paper's shape where a run is missing, which orders them the same way)."""
     pairs = []
-    for r1, r2 in combinations(spec[table]["rows"], 2):
-        runs = [results.pretrain.get(r["encoder"]) for r in (r1, r2)]
+    for (n1, r1), (n2, r2) in combinations(rows(spec, table).items(), 2):
+        runs = [results.pretrain.get(encoder_of(n)) for n in (n1, n2)]
         if all(runs):
             s1, s2 = (run["parameters"]["non_embedding"] for run in runs)
         else:
             s1, s2 = shape_size(r1["shape"]), shape_size(r2["shape"])
         if s1 != s2:
-            big, small = (r1, r2) if s1 > s2 else (r2, r1)
-            pairs.append(tuple(Side(row_label(r), row_key(r), select(spec, table, r)) for r in (big, small)))
+            big, small = ((n1, r1), (n2, r2)) if s1 > s2 else ((n2, r2), (n1, r1))
+            pairs.append(tuple(Side(row_label(n, r), row_key(n, r), n) for n, r in (big, small)))
     return pairs
 
 
 def floor_ratio_pair(spec: dict[str, Any], results: Results, a: Side, bound: float,
                      bootstrap: dict[str, Any]) -> Pair:
     """A's held-out perplexity over its unigram floor's, against `bound`."""
-    cell = side_cell(spec, results, a.fields, PPL)
-    b = Side(f"{bound:g} × unigram", "floor", {})
+    cell = side_cell(spec, results, a.row, PPL)
+    b = Side(f"{bound:g} × unigram", "floor", "")
     reason = cell.reason or ("" if cell.floor is not None else "no per-instance floor")
     if reason:
         nan = math.nan
@@ -125,16 +128,16 @@ def floor_ratio_pair(spec: dict[str, Any], results: Results, a: Side, bound: flo
 def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
     if not isinstance(claim, dict) or not isinstance(claim.get("id"), str) or not isinstance(claim.get("text"), str):
         raise UserError(f"{where}: a claim needs an `id` and a one-line `text`")
-    if claim.get("table") not in TABLES:
-        raise UserError(f"{where}.table: {claim.get('table')!r} is not one of {', '.join(TABLES)}")
-    columns = claim.get("columns")
-    if not isinstance(columns, list) or not columns or not set(columns) <= {PPL, *spec["columns"]}:
-        raise UserError(f"{where}.columns: a list of `ablations.columns` tasks (or {PPL}), not {columns!r}")
-    if claim.get("floor_ratio") is not None and columns != [PPL]:
-        raise UserError(f"{where}.columns: a floor_ratio claim is about [{PPL}], not {columns!r}")
-    if not set(claim.get("if_run", [])) <= set(columns):
-        raise UserError(f"{where}.if_run: {claim['if_run']!r} must be some of its columns")
-    if claim.get("by_size") and any("shape" not in row for row in spec[claim["table"]]["rows"]):
+    if claim.get("table") not in spec["tables"]:
+        raise UserError(f"{where}.table: {claim.get('table')!r} is not one of {', '.join(table_names(spec))}")
+    for key in ("columns", "also"):
+        if key in claim and (not isinstance(claim[key], list) or not set(claim[key]) <= {PPL, *spec["columns"]}):
+            raise UserError(f"{where}.{key}: a list of `ablations.columns` tasks (or {PPL}), not {claim[key]!r}")
+    if claim.get("floor_ratio") is not None and columns(spec, claim) != [PPL]:
+        raise UserError(f"{where}.columns: a floor_ratio claim is about [{PPL}], not {columns(spec, claim)!r}")
+    if not set(claim.get("if_run", [])) <= set(spec["columns"]):
+        raise UserError(f"{where}.if_run: {claim['if_run']!r} must be tasks of `ablations.columns`")
+    if claim.get("by_size") and any("shape" not in row for row in rows(spec, claim["table"]).values()):
         raise UserError(f"{where}.by_size: the rows of {claim['table']} have no `shape`")
 
 
@@ -159,8 +162,8 @@ def check_claims(spec: dict[str, Any], results: Results) -> list[Finding]:
         else:
             sides = list(product(_sides(spec, claim, where, "better"), _sides(spec, claim, where, "than")))
         pairs = []
-        for column, (a, b) in product(claim["columns"], sides):
-            cells = side_cell(spec, results, a.fields, column), side_cell(spec, results, b.fields, column)
+        for column, (a, b) in product(columns(spec, claim), sides):
+            cells = side_cell(spec, results, a.row, column), side_cell(spec, results, b.row, column)
             if column in claim.get("if_run", []) and any(c.status == NOT_RUN for c in cells):
                 continue
             result, reason = contrast(*cells, a.label, b.label, bootstrap)

@@ -14,8 +14,9 @@ import numpy as np
 
 from bertlab.errors import UserError
 from bertlab.files import read_json
+from bertlab.study import NOT_RUN
 
-OK, NO_DATA, NOT_RUN = "ok", "no data", "not run"
+OK, NO_DATA = "ok", "no data"  # a run's status; NOT_RUN: the profile left it out (a cell's status: never run, too)
 STAGES = ("download", "tokenizer", "pretrain_data", "pretrain", "finetune", "ablations")  # in pipeline order
 ITEM_KINDS = {"classification", "regression", "span", "tagging"}
 Columns = dict[str, np.ndarray]
@@ -45,6 +46,7 @@ class Results:
     manifest: dict[str, Any]
     as_of: str  # modification time of the newest input file
     timing: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # stage -> run -> seconds
+    not_run: dict[str, str] = field(default_factory=dict)  # pretraining run the profile left out -> why
 
 
 def _columns(path: Path, side: Any, n: int, names: set[str] | None) -> Columns:
@@ -99,7 +101,8 @@ def read_timing(data_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def collect(data_dir: Path) -> Results:
-    """Read every pretraining and fine-tuning result with its per-item file, and the download manifest."""
+    """Read every pretraining and fine-tuning result with its per-item file, and the download manifest (a pretraining
+    run the profile left out: in `not_run`, with why; a fine-tuning one is a record of status NOT_RUN)."""
     manifest_file = data_dir / "download" / "manifest.json"
     if not manifest_file.exists():
         raise UserError(f"{manifest_file} not found: run the download stage first")
@@ -118,14 +121,17 @@ def collect(data_dir: Path) -> Results:
     inputs = [manifest_file, *pretrain_files, *finetune_files, *curve_files, *item_files, *heldout_files]
     newest = max(p.stat().st_mtime for p in inputs)
     curves = {p.parent.name: read_curve(p) for p in curve_files}
+    pretrain = {p.parent.name: read_json(p) for p in pretrain_files}
+    not_run = {name: run.get("reason", NOT_RUN) for name, run in pretrain.items() if run.get("status") == NOT_RUN}
     return Results(
         finetune=finetune,
         items={run["name"]: read_items(p.with_name("items.json"))
                for run, p in zip(finetune, finetune_files) if p.with_name("items.json").exists()},
-        pretrain={p.parent.name: read_json(p) for p in pretrain_files},
+        pretrain={name: run for name, run in pretrain.items() if name not in not_run},
         heldout={p.parent.name: read_items(p) for p in heldout_files},
         curves={name: points for name, points in curves.items() if points},
         manifest=read_json(manifest_file),
         as_of=datetime.fromtimestamp(newest, timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         timing=read_timing(data_dir),
+        not_run=not_run,
     )

@@ -78,7 +78,7 @@ def finetune_rows(results: Results) -> list[list[str]]:
     for task, runs in sorted(by_task.items()):
         done = [r for r in runs if r.get("status") == OK]
         if not done:
-            rows.append([task, "0", "", "", "", f"{len(runs)} runs: no data"])
+            rows.append([task, "0", "", "", "", f"{len(runs)} runs: {', '.join(sorted({r['status'] for r in runs}))}"])
             continue
         seeds: dict[tuple, int] = defaultdict(int)
         for r in done:

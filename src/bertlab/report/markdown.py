@@ -1,4 +1,5 @@
-"""`reports/ablations.md`: the tables beside the paper's numbers with their floors, the figures, and the findings."""
+"""`reports/ablations.md`: the study's tables beside the paper's numbers with their floors, the figures, and the
+findings."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 from bertlab.report import stats
 from bertlab.report.cells import PPL, Entry
 from bertlab.report.claims import Finding, Pair
-from bertlab.report.collect import OK, Results
-from bertlab.report.tables import shape_text
+from bertlab.report.collect import NOT_RUN, OK, Results
+from bertlab.report.tables import encoder_of, rows, shape_text, table_names, tasks
 
 LEGEND = (
     "Each cell: the paper's dev-set number; ours as mean ± sample std over fine-tuning seeds (\"(1 seed)\": one run, "
@@ -18,7 +19,7 @@ LEGEND = (
     "random predictions for regression; random span logits for SQuAD; all-\"O\" for NER; unigram perplexity on the "
     "same held-out positions for the LM), flagged **at floor** when a paired bootstrap cannot tell ours from it "
     "and **below floor** when ours is worse (no floor: the runs wrote no per-item file). \"no data\" = the task's "
-    "data could not be had, \"—\" = not run at this profile."
+    "data could not be had, \"—\" = not run at this profile (why: below the table)."
 )
 VERDICTS = (
     "Each claim is the paper's \"A better than B\"; each pair shows A − B on our runs (points of the dev metric; for "
@@ -75,6 +76,41 @@ def _floor_names(entries: list[Entry], table: str, label: dict[str, str]) -> lis
         if e.table == table and e.cell.floor_name:
             names.setdefault(label.get(e.column, "LM ppl"), e.cell.floor_name)
     return ["", "Floors: " + "; ".join(f"{k}: {v}" for k, v in names.items()) + "."] if names else []
+
+
+def _not_run(entries: list[Entry], table: str) -> list[str]:
+    """One line saying why the profile left cells of `table` out, if it left any out."""
+    whys = sorted({e.cell.reason for e in entries if e.table == table and e.cell.status == NOT_RUN
+                   and e.cell.reason != NOT_RUN})
+    return ["", "; ".join(w[:1].upper() + w[1:] for w in whys) + "."] if whys else []
+
+
+def grid_section(spec: dict[str, Any], entries: list[Entry], name: str, label: dict[str, str]) -> list[str]:
+    """A table of rows x tasks: the paper's number, ours and the floor in each."""
+    columns = tasks(spec, name)
+    body = [[c[columns[0]].row] + [x for t in columns for x in _cells(c[t])] for c in _grid(entries, name).values()]
+    return table([""] + _header(label, columns), body) if columns else ["(no tasks at this profile)"]
+
+
+def sizes_section(spec: dict[str, Any], results: Results, entries: list[Entry], name: str,
+                  label: dict[str, str]) -> list[str]:
+    """Table 6: per row, the model trained, its held-out LM perplexity with the unigram floor, and its tasks."""
+    columns = tasks(spec, name)
+    body = []
+    for (row_name, row), c in zip(rows(spec, name).items(), _grid(entries, name).values()):
+        encoder = encoder_of(row_name)
+        run = results.pretrain.get(encoder)
+        kind = "" if not run or run["heldout_kind"] == "masked-token" else f" ({run['heldout_kind']})"
+        trained = [f"`{encoder}` {shape_text(run['shape'])}", f"{run['parameters']['non_embedding'] / 1e6:.2f}M",
+                   str(run["steps"])] if run else [f"`{encoder}` —", "—", "—"]
+        ppl = c[PPL]
+        body.append([row["shape"], *trained, _number(ppl.paper, 2), ppl.cell.short(2) + kind, ppl.cell.floor_text(2)]
+                    + [x for t in columns for x in _cells(c[t])])
+    header = ["#L/#H/#A (paper)", "trained as", "non-emb. params", "steps", "LM ppl paper", "LM ppl ours",
+              "unigram ppl (floor)"]
+    return table(header + _header(label, columns), body) + [
+        "", "Our perplexities use our corpus and vocabulary: compare their order, not their size, with the paper's; "
+        "the unigram perplexity of the same held-out positions is the floor any LM must go below. " + HELDOUT_NOTE]
 
 
 def _difference(pair: Pair) -> str:
@@ -142,8 +178,8 @@ def summary_section(findings: list[Finding], label: dict[str, str]) -> list[str]
 def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry], findings: list[Finding],
                     figures: list[Path], profile: str, commit: str, ledger: list[str] = (),
                     recipe: list[str] = ()) -> str:
-    """The whole report: header (with the `recipe` deviations), Tables 5-7 beside the paper with floors, figures,
-    findings, the `ledger` lines."""
+    """The whole report: header (with the `recipe` deviations), the tables beside the paper with floors (and why the
+    profile left cells out), figures, findings, the `ledger` lines."""
     label = {t: c["label"] for t, c in spec["columns"].items()}
     man = results.manifest
     source = "the Hugging Face hub" if man["source"] == "hub" else f"a local mirror of the hub (`{man['source']}`)"
@@ -160,34 +196,14 @@ def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry]
     lines += ["", *summary_section(findings, label)]
     if recipe:
         lines += ["", f"Departures from BERT's recipe at the `{profile}` profile:", ""] + [f"- {r}" for r in recipe]
-    lines += ["", LEGEND, "", "## Table 5: pre-training tasks (BERT-base, dev)", ""]
-    t5 = spec["table5"]["tasks"]
-    rows = [[c[t5[0]].row] + [x for t in t5 for x in _cells(c[t])] for c in _grid(entries, "table5").values()]
-    lines += table([""] + _header(label, t5), rows) + _floor_names(entries, "table5", label)
-
-    lines += ["", "## Table 6: model size (dev accuracy; LM perplexity on held-out pretraining data)", ""]
-    t6 = spec["table6"]
-    rows = []
-    for row, c in zip(t6["rows"], _grid(entries, "table6").values()):
-        run = results.pretrain.get(row["encoder"])
-        kind = "" if not run or run["heldout_kind"] == "masked-token" else f" ({run['heldout_kind']})"
-        trained = [f"`{row['encoder']}` {shape_text(run['shape'])}", f"{run['parameters']['non_embedding'] / 1e6:.2f}M",
-                   str(run["steps"])] if run else [f"`{row['encoder']}` —", "—", "—"]
-        ppl = c[PPL]
-        rows.append([row["shape"], *trained, _number(ppl.paper, 2), ppl.cell.short(2) + kind, ppl.cell.floor_text(2)]
-                    + [x for t in t6["tasks"] for x in _cells(c[t])])
-    header = ["#L/#H/#A (paper)", "trained as", "non-emb. params", "steps", "LM ppl paper", "LM ppl ours",
-              "unigram ppl (floor)"]
-    lines += table(header + _header(label, t6["tasks"]), rows) + _floor_names(entries, "table6", label)
-    lines += ["", "Our perplexities use our corpus and vocabulary: compare their order, not their size, with the "
-              "paper's; the unigram perplexity of the same held-out positions is the floor any LM must go below. "
-              + HELDOUT_NOTE]
-
-    t7 = spec["table7"]
-    title = f"{label[t7['task']]} NER, fine-tuning vs frozen features (`{t7['encoder']}`, dev F1)"
-    lines += ["", f"## Table 7: {title}", ""]
-    rows = [[e.row, *_cells(e)] for e in entries if e.table == "table7"]
-    lines += table(["Strategy", "paper", "ours", "floor"], rows) + _floor_names(entries, "table7", label)
+    lines += ["", LEGEND]
+    for name in table_names(spec):
+        lines += ["", f"## {spec['tables'][name].get('title', name)}", ""]
+        if spec["tables"][name].get("ppl"):
+            lines += sizes_section(spec, results, entries, name, label)
+        else:
+            lines += grid_section(spec, entries, name, label)
+        lines += _floor_names(entries, name, label) + _not_run(entries, name)
 
     if figures:
         lines += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]

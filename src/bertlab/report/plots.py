@@ -15,6 +15,7 @@ from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa
 
 from bertlab.report.cells import PPL, Entry  # noqa: E402
 from bertlab.report.collect import Results  # noqa: E402
+from bertlab.report.tables import encoder_of, rows, tasks  # noqa: E402
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -23,19 +24,22 @@ def _save(fig: Any, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list[Entry]) -> bool:
-    """Table 6: held-out perplexity (with its unigram floor) and dev scores against non-embedding parameters;
-    False if no pretraining run of Table 6 exists."""
+def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list[Entry], table: str = "table6") -> bool:
+    """Table 6 (`table`): held-out perplexity (with its unigram floor) and dev scores against non-embedding
+    parameters; False if no pretraining run of its rows exists."""
+    if table not in spec["tables"]:
+        return False
     label = {t: c["label"] for t, c in spec["columns"].items()}
     cells: dict[str, dict[str, Entry]] = {}
     for e in entries:
-        if e.table == "table6":
+        if e.table == table:
             cells.setdefault(e.key, {})[e.column] = e
+    encoders = [encoder_of(name) for name in rows(spec, table)]
     points = sorted(  # (non-embedding parameters, encoder, {column: cell})
-        (results.pretrain[row["encoder"]]["parameters"]["non_embedding"], row["encoder"],
+        (results.pretrain[encoder]["parameters"]["non_embedding"], encoder,
          {col: e.cell for col, e in by_column.items()})
-        for row, by_column in zip(spec["table6"]["rows"], cells.values())
-        if row["encoder"] in results.pretrain
+        for encoder, by_column in zip(encoders, cells.values())
+        if encoder in results.pretrain
     )
     if not points:
         return False
@@ -55,14 +59,15 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     ax_ppl.set(xscale="log", yscale="log", xlabel="non-embedding parameters (shape trained: L/H/A)",
                ylabel="held-out perplexity at [MASK] inputs", title="Table 6: masked-LM perplexity (ours)")
     ax_ppl.legend(fontsize=7)
-    for task in spec["table6"]["tasks"]:
+    for task in tasks(spec, table):
         measured = [(p, c[task]) for p, _, c in points if c[task].values]
         if not measured:  # no data (MNLI here): not in the legend either
             continue
         ax_dev.errorbar([p for p, _ in measured], [c.mean for _, c in measured],
                         yerr=[c.std or 0.0 for _, c in measured], marker="o", capsize=3, label=label[task])
     ax_dev.set(xscale="log", xlabel="non-embedding parameters", ylabel="dev score", title="Table 6: dev scores (ours)")
-    ax_dev.legend(fontsize=7)
+    if ax_dev.get_legend_handles_labels()[0]:  # a task measured
+        ax_dev.legend(fontsize=7)
     for ax in (ax_ppl, ax_dev):  # a log axis over one decade labels its minor ticks, and they collide
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax_ppl.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 100, 200, 500, 1000: not one label only
@@ -72,44 +77,49 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     return True
 
 
-def plot_strategies(path: Path, entries: list[Entry]) -> bool:
-    """Table 7: paper vs ours (mean ± std) per strategy, with our floor; False if we have no number."""
-    rows = [e for e in entries if e.table == "table7"]
-    if not any(e.cell.values for e in rows):
+def plot_strategies(path: Path, entries: list[Entry], table: str = "table7") -> bool:
+    """Table 7 (`table`): paper vs ours (mean ± std) per strategy, with our floor; False if we have no number."""
+    bars = [e for e in entries if e.table == table]
+    if not any(e.cell.values for e in bars):
         return False
-    xs = range(len(rows))
+    xs = range(len(bars))
     fig, ax = plt.subplots(figsize=(9, 4))
-    ax.bar([x - 0.2 for x in xs], [e.paper if e.paper is not None else math.nan for e in rows], 0.4, label="paper")
-    ax.bar([x + 0.2 for x in xs], [e.cell.mean if e.cell.values else math.nan for e in rows], 0.4,
-           yerr=[e.cell.std or 0.0 for e in rows], capsize=3, label="ours")
-    floors = [e.cell.floor_value for e in rows]
+    ax.bar([x - 0.2 for x in xs], [e.paper if e.paper is not None else math.nan for e in bars], 0.4, label="paper")
+    ax.bar([x + 0.2 for x in xs], [e.cell.mean if e.cell.values else math.nan for e in bars], 0.4,
+           yerr=[e.cell.std or 0.0 for e in bars], capsize=3, label="ours")
+    floors = [e.cell.floor_value for e in bars]
     if any(f is not None for f in floors):
         ax.plot([x + 0.2 for x in xs], [math.nan if f is None else f for f in floors], "k_", ms=14, label="floor")
-    ax.set_xticks(list(xs), [e.row for e in rows], rotation=25, ha="right", fontsize=8)
+    ax.set_xticks(list(xs), [e.row for e in bars], rotation=25, ha="right", fontsize=8)
     ax.set(ylabel="dev F1", ylim=(0, 115), title="Table 7: CoNLL-2003 NER by strategy")
     ax.legend(ncol=3, loc="upper center")
     _save(fig, path)
     return True
 
 
-OBJECTIVE_LOSS = {"mlm_nsp": "MLM + NSP loss", "mlm": "MLM loss", "ltr": "next-token loss"}
+def loss_label(run: dict[str, Any]) -> str:
+    """What a pretraining run's training loss is, by its objective's properties (its metrics.json's `causal`, `nsp`)."""
+    if run.get("causal"):
+        return "next-token loss"
+    return "MLM + NSP loss" if run.get("nsp") else "MLM loss"
 
 
-def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]], objectives: dict[str, str]) -> bool:
+def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]], runs: dict[str, dict[str, Any]]) -> bool:
     """Pretraining loss against step, one panel per objective (their losses are not comparable), one line per run
-    (colour and dash both vary, so six sizes can be told apart); False if no run logged a loss."""
+    (colour and dash both vary, so six sizes can be told apart); `runs`: each run's metrics.json. False if no run
+    logged a loss."""
     if not curves:
         return False
     panels: dict[str, list[str]] = {}
     for name in sorted(curves):
-        panels.setdefault(objectives.get(name, "?"), []).append(name)
+        panels.setdefault(runs.get(name, {}).get("objective", "?"), []).append(name)
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
     styles = ["-", "--", ":", "-."]
     for ax, (objective, names) in zip(axes[0], sorted(panels.items())):
         for i, name in enumerate(names):
             points = curves[name]
             ax.plot([s for s, _ in points], [v for _, v in points], styles[i % len(styles)], label=name)
-        ax.set(xlabel="step", ylabel=f"train {OBJECTIVE_LOSS.get(objective, 'loss')}", title=objective)
+        ax.set(xlabel="step", ylabel=f"train {loss_label(runs.get(names[0], {}))}", title=objective)
         ax.legend(fontsize=7)
     _save(fig, path)
     return True

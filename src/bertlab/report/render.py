@@ -19,7 +19,7 @@ from bertlab.report.ledger import ledger_section
 from bertlab.report.markdown import render_markdown
 from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
 from bertlab.report.stats import CONTRADICTED, NOT_MEASURED, REPRODUCED, UNRESOLVED
-from bertlab.report.tables import TABLES
+from bertlab.report.tables import table_names
 
 CSV_FIELDS = ("table", "row", "column", "paper", "mean", "std", "n", "status", "floor", "floor_status")
 FINDING_FIELDS = ("claim", "table", "text", "column", "A", "B", "estimate", "low", "high", "verdict", "n_items",
@@ -84,10 +84,10 @@ def headline(findings: list[Finding]) -> dict[str, Any]:
     return out
 
 
-def details(entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
+def details(tables: list[str], entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
     """`claims.json`: {table: {row key: {column: our cell and its floor}}} for measured cells, and {"claims": {id:
     {text, summary, pairs: {name: contrast}}}} for every claim."""
-    out: dict[str, Any] = {t: {} for t in TABLES}
+    out: dict[str, Any] = {t: {} for t in tables}
     for e in entries:
         if e.cell.values:
             out[e.table].setdefault(e.key, {})[e.column] = {
@@ -106,28 +106,28 @@ def details(entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
 
 def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commit: str,
           recipe: list[str] = ()) -> Report:
-    """Write every report file into the empty directory `out`: ablations.md, ablations_table{5,6,7}.csv,
+    """Write every report file into the empty directory `out`: ablations.md, ablations_<table>.csv (each table),
     ablations_findings.csv, metrics.json, claims.json, figures/*.png and pretrain_loss/<objective>.csv (step, run,
     loss: a `dvc plots` chart each); `recipe`: the run's deviations from the paper's recipe, one line each."""
     entries = build_entries(spec, results)
     findings = check_claims(spec, results)
     (out / "figures").mkdir()
-    objectives = {k: r.get("objective", "unknown") for k, r in results.pretrain.items()}
     plots = {"table6": lambda p: plot_sizes(p, spec, results, entries),
              "table7": lambda p: plot_strategies(p, entries),
-             "pretrain_loss": lambda p: plot_curves(p, results.curves, objectives)}
+             "pretrain_loss": lambda p: plot_curves(p, results.curves, results.pretrain)}
     figures = [p for name, plot in plots.items() if plot(p := out / "figures" / f"{name}.png")]
     (out / "pretrain_loss").mkdir()
     by_objective: dict[str, list[list[Any]]] = {}
     for name, points in sorted(results.curves.items()):
-        by_objective.setdefault(objectives.get(name, "unknown"), []).extend([s, name, v] for s, v in points)
+        objective = results.pretrain.get(name, {}).get("objective", "unknown")
+        by_objective.setdefault(objective, []).extend([s, name, v] for s, v in points)
     for objective, rows in by_objective.items():  # one `dvc plots` chart per objective, a line per run (by_run)
         write_csv(out / "pretrain_loss" / f"{objective}.csv", ("step", "run", "loss"), rows)
-    for table in TABLES:
+    for table in table_names(spec):
         write_csv(out / f"ablations_{table}.csv", CSV_FIELDS, csv_rows(entries, table))
     write_csv(out / "ablations_findings.csv", FINDING_FIELDS, finding_rows(findings))
     write_json(out / "metrics.json", headline(findings))
-    write_json(out / "claims.json", details(entries, findings))
+    write_json(out / "claims.json", details(table_names(spec), entries, findings))
     (out / "ablations.md").write_text(render_markdown(spec, results, entries, findings, figures, profile, commit,
                                                          ledger_section(results), recipe))
     return Report(entries, findings, figures)

@@ -1,64 +1,57 @@
-"""The layout of the paper's Tables 5, 6 and 7 as the `ablations` config gives it: which runs each row selects.
-
-Light on purpose (no numpy, no matplotlib): the `configs` stage imports `tables_of` to write each training run's
-W&B tags into its config.
-"""
+"""The layout of the study's tables as the `ablations` config gives them (`tables`: each its tasks and its rows
+`<encoder>-<mode>`, `bertlab.study`): what a row is called in the report, and which runs are its cells."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-TABLES = ("table5", "table6", "table7")
-FINETUNE = {"mode": "finetune", "bilstm": False}  # what a Table 5 or 6 row means unless it says otherwise
-SELECTORS = ("encoder", "mode", "features", "bilstm")
+from bertlab.study import cell_name, split_row
 
 
-def defaults(spec: dict[str, Any], table: str) -> dict[str, Any]:
-    """The fields every row of `table` selects unless it says otherwise."""
-    return {"encoder": spec["table7"]["encoder"]} if table == "table7" else dict(FINETUNE)
-
-
-def select(spec: dict[str, Any], table: str, row: dict[str, Any]) -> dict[str, Any]:
-    """The fine-tuning run fields a row (or a claim's side) of `table` selects: its selectors over the defaults."""
-    return defaults(spec, table) | {k: row[k] for k in SELECTORS if k in row}
+def table_names(spec: dict[str, Any]) -> list[str]:
+    """The tables, in the declaration's order."""
+    return list(spec["tables"])
 
 
 def tasks(spec: dict[str, Any], table: str) -> list[str]:
-    return [spec["table7"]["task"]] if table == "table7" else list(spec[table]["tasks"])
+    return list(spec["tables"][table]["tasks"])
 
 
-def table_rows(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(table, row, the fields its fine-tuning runs have) for every row of Tables 5, 6 and 7."""
-    for table in TABLES:
-        for row in spec[table]["rows"]:
-            yield table, row, select(spec, table, row)
+def rows(spec: dict[str, Any], table: str) -> dict[str, dict[str, Any]]:
+    """A table's rows: `<encoder>-<mode>` -> its label, key, paper numbers (and Table 6's shape)."""
+    return {name: row or {} for name, row in spec["tables"][table]["rows"].items()}
 
 
-def row_key(row: dict[str, Any]) -> str:
-    """A row's name in reports/metrics.json: its `key`, else its encoder."""
-    return row.get("key", row.get("encoder", ""))
+def row_key(name: str, row: dict[str, Any]) -> str:
+    """A row's name in reports/metrics.json and claims.json: its `key`, else its encoder (beside a mode other than
+    `finetune`: `<encoder>_<mode>`)."""
+    encoder, mode = split_row(name)
+    return row.get("key") or (encoder if mode == "finetune" else f"{encoder}_{mode}")
 
 
-def row_label(row: dict[str, Any]) -> str:
-    """A row's name in the tables: its `label`, else (Table 6) its paper shape."""
-    return row.get("label") or row["shape"]
+def row_label(name: str, row: dict[str, Any]) -> str:
+    """A row's name in the tables: its `label`, else (Table 6) its paper shape, else its `<encoder>-<mode>`."""
+    return row.get("label") or row.get("shape") or name
+
+
+def paper(spec: dict[str, Any], table: str, row: dict[str, Any]) -> dict[str, float]:
+    """The paper's numbers of a row by column (a number alone: the table's one task's)."""
+    value = row.get("paper") or {}
+    return value if isinstance(value, dict) else {tasks(spec, table)[0]: value}
+
+
+def encoder_of(name: str) -> str:
+    return split_row(name)[0]
+
+
+def in_row(run: dict[str, Any], task: str, name: str) -> bool:
+    """Whether a fine-tuning run's metrics.json record is a seed of row `name`'s cell in `task`."""
+    return run["task"] == task and run["name"] == cell_name(task, name, run["seed"])
 
 
 def matches(run: dict[str, Any], fields: dict[str, Any]) -> bool:
     """Whether a fine-tuning run's metrics.json record has every field of `fields`."""
     return all(run.get(k) == v for k, v in fields.items())
-
-
-def tables_of(spec: dict[str, Any], run: dict[str, Any]) -> list[str]:
-    """The tables that use a run: a pretraining run (`{"encoder": name}`) through any row on it, a fine-tuning run
-    (encoder, task, mode, features, bilstm) as a cell. W&B groups and tags runs by them."""
-    def uses(table: str, fields: dict[str, Any]) -> bool:
-        if "task" not in run:
-            return fields["encoder"] == run["encoder"]
-        return run["task"] in tasks(spec, table) and matches(run, fields)
-
-    return [t for t in TABLES if any(table == t and uses(t, fields) for table, _, fields in table_rows(spec))]
 
 
 def shape_text(shape: dict[str, int]) -> str:

@@ -1,0 +1,156 @@
+"""The study as conf/ablations declares it (the `ablations` config): its encoders, fine-tuning modes, seeds and tables,
+and the grid of runs they make. A table's row is `<encoder>-<mode>`, and each row x task x seed one fine-tuning cell,
+`<task>-<encoder>-<mode>-<seed>`: the DVC stage `finetune_<table>@<cell>` (dvc.yaml's matrix reads the same file, so
+a stage's name is what it runs and survives any edit of the others). A profile's `cells` setting leaves runs out: they
+stay stages (DVC fixes the grid when it parses dvc.yaml) and write a "not run" record saying why.
+
+Light on purpose (no torch): the `configs` stage imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from bertlab.errors import UserError
+from bertlab.settings import NAME
+
+NOT_RUN = "not run"  # the status of a run the profile leaves out
+SEP = "-"  # joins a cell's parts: no encoder, mode or task name holds it
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One fine-tuning run of the grid: a table's row on one of its tasks with one seed."""
+
+    table: str
+    task: str
+    row: str  # <encoder>-<mode>
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return cell_name(self.task, self.row, self.seed)
+
+    @property
+    def encoder(self) -> str:
+        return split_row(self.row)[0]
+
+    @property
+    def mode(self) -> str:
+        return split_row(self.row)[1]
+
+
+def split_row(row: str) -> tuple[str, str]:
+    """(encoder, mode) of a row `<encoder>-<mode>`."""
+    encoder, _, mode = row.partition(SEP)
+    return encoder, mode
+
+
+def cell_name(task: str, row: str, seed: int) -> str:
+    """A cell's run name (its folder under data/finetune, its DVC stage's item): `<task>-<encoder>-<mode>-<seed>`."""
+    return SEP.join((task, row, str(seed)))
+
+
+def cells(study: dict[str, Any]) -> Iterator[Cell]:
+    """Every cell of every table, each seed."""
+    for table, spec in study["tables"].items():
+        for task in spec["tasks"]:
+            for row in spec["rows"]:
+                for seed in study["seeds"]:
+                    yield Cell(table, task, row, seed)
+
+
+def grid(study: dict[str, Any]) -> dict[str, Any]:
+    """What dvc.yaml reads of a (checked) declaration: the encoders' names, the seeds, each table's tasks and rows."""
+    tables = {t: (spec["tasks"], list(spec["rows"])) for t, spec in study["tables"].items()}
+    return {"encoders": list(study["encoders"]), "seeds": study["seeds"], "tables": tables}
+
+
+def tables_using(study: dict[str, Any], encoder: str) -> list[str]:
+    """The tables with a row on `encoder`."""
+    return [t for t, spec in study["tables"].items() if any(split_row(r)[0] == encoder for r in spec["rows"])]
+
+
+def _name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not NAME.fullmatch(value) or SEP in value:
+        raise UserError(f"{where}: {value!r} is not a name (letters, digits, _ . =; no {SEP})")
+    return value
+
+
+def _overrides(study: dict[str, Any], key: str) -> None:
+    if not isinstance(study.get(key), dict) or not study[key] or not all(
+            isinstance(v, list) and all(isinstance(o, str) for o in v) for v in study[key].values()):
+        raise UserError(f"ablations.{key}: expected names, each with a list of Hydra overrides")
+    for name in study[key]:
+        _name(name, f"ablations.{key}")
+
+
+def check(study: dict[str, Any]) -> None:
+    """A one-line UserError for the first thing in the declaration that makes no grid: a name that is no path
+    component or holds `-`, a row whose encoder or mode is not declared, a task without a column, a cell in two
+    tables (DVC gives each output one stage)."""
+    for key in ("encoders", "modes"):
+        _overrides(study, key)
+    seeds = study.get("seeds")
+    if not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise UserError(f"ablations.seeds={seeds!r}: expected a list of distinct integers >= 0")
+    if not isinstance(study.get("tables"), dict):
+        raise UserError("ablations.tables: expected tables, each with tasks and rows")
+    owner: dict[tuple[str, str], str] = {}
+    for table, spec in study["tables"].items():
+        where = f"ablations.tables.{_name(table, 'ablations.tables')}"
+        if not (isinstance(spec, dict) and isinstance(spec.get("tasks"), list) and isinstance(spec.get("rows"), dict)):
+            raise UserError(f"{where}: expected `tasks` (a list) and `rows` (<encoder>-<mode>: its label and numbers)")
+        for task in spec["tasks"]:
+            if _name(task, f"{where}.tasks") not in study.get("columns", {}):
+                raise UserError(f"{where}.tasks: {task!r} has no entry in ablations.columns (what the report reads)")
+        for row in spec["rows"]:
+            encoder, mode = split_row(row)
+            for part, key in ((encoder, "encoders"), (mode, "modes")):
+                if part not in study[key]:
+                    raise UserError(f"{where}.rows: {row!r} is not <encoder>-<mode> of ablations.{key} "
+                                    f"({', '.join(study[key])})")
+            for task in spec["tasks"]:
+                if (task, row) in owner:
+                    raise UserError(f"{where}: {task} x {row} is a cell of {owner[task, row]} too (a cell is one "
+                                    "table's: its stage writes its folder)")
+                owner[task, row] = table
+
+
+def check_policy(policy: dict[str, Any], study: dict[str, Any]) -> None:
+    """`ablations.cells` (what a profile runs): `seeds` per task (or `default`) a count >= 1, `skip` tasks or encoders
+    with a reason."""
+    tasks = set(study.get("columns", {}))
+    seeds, skip = policy.get("seeds") or {}, policy.get("skip") or {}
+    for task, n in seeds.items():
+        if task != "default" and task not in tasks:
+            raise UserError(f"ablations.cells.seeds.{task}: not a task of ablations.columns")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise UserError(f"ablations.cells.seeds.{task}={n!r}: expected a count >= 1 (leave a task out with skip)")
+    for name, why in skip.items():
+        if name not in tasks and name not in study["encoders"]:
+            raise UserError(f"ablations.cells.skip.{name}: not a task of ablations.columns nor an encoder of "
+                            "ablations.encoders")
+        if not isinstance(why, str) or not why.strip():
+            raise UserError(f"ablations.cells.skip.{name}: give the reason the report prints")
+
+
+def encoder_left_out(policy: dict[str, Any], encoder: str) -> str | None:
+    """Why the profile leaves `encoder`'s pretraining out (all its cells are), or None."""
+    why = (policy.get("skip") or {}).get(encoder)
+    return f"{encoder}: {why}" if why else None
+
+
+def cell_left_out(policy: dict[str, Any], cell: Cell, seeds: list[int]) -> str | None:
+    """Why the profile leaves `cell` out (its task or encoder skipped, or its seed beyond the task's count), or None."""
+    skip, counts = policy.get("skip") or {}, policy.get("seeds") or {}
+    for subject in (cell.task, cell.encoder):
+        if skip.get(subject):
+            return f"{subject}: {skip[subject]}"
+    n = counts.get(cell.task, counts.get("default", len(seeds)))
+    if seeds.index(cell.seed) >= n:
+        return f"seed {cell.seed}: {cell.task} runs the first {n} of ablations.seeds (ablations.cells.seeds)"
+    return None
