@@ -145,10 +145,10 @@ def untrained(out_dir: Path, record: dict[str, Any], status: str, reason: str) -
     return record
 
 
-def scored(task: Task, data: TaskDataModule, objective: str | None, results: dict[str, dict[str, float | None]],
-           floor: float | None) -> dict[str, Any]:
+def scored(task: Task, data: TaskDataModule, objective: str | None, causal: bool,
+           results: dict[str, dict[str, float | None]], floor: float | None) -> dict[str, Any]:
     """What the record of a scored cell says, however it trained: its metrics per split, headline, floor, examples."""
-    return {"status": "ok", "objective": objective, "causal": objective == "ltr", "metrics": results,
+    return {"status": "ok", "objective": objective, "causal": causal, "metrics": results,
             "headline": results[task.eval_splits[0]].get(task.metric), "floor": {task.metric: floor},
             "train_examples": data.train_examples, "eval_examples": sum(data.eval_examples.values()),
             "eval_examples_per_split": data.eval_examples}
@@ -192,7 +192,7 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     first, lengths = task.eval_splits[0], data.lengths
     items, floor = items_and_floor(task, data.evaluators[0], module.evaluations[first])
     record |= {
-        **scored(task, data, objective, module.results, floor),
+        **scored(task, data, objective, causal, module.results, floor),
         "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1),
         "steps": trainer.global_step,
         "lengths": {"max_seq_length": lengths.max_seq_length, **(
@@ -219,11 +219,11 @@ def probe_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     ft, data_dir = cfg.finetune, Path(cfg.data_dir)
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
     tokenizer = read_tokenizer(tokenizer_file)
-    encoder, objective = load_encoder(encoder_dir(cfg), 0.0, tokenizer.get_vocab_size(), tokenizer_file)
+    encoder, objective, causal = load_encoder(encoder_dir(cfg), 0.0, tokenizer.get_vocab_size(), tokenizer_file)
     data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)
     device = torch.device("cuda" if cfg.impl.accelerator != "cpu" and torch.cuda.is_available() else "cpu")
     extract = functools.partial(probe.features, encoder, kind=task.kind, strategy=ft.features,
-                                causal=objective == "ltr", pad_id=data.pad_id,
+                                causal=causal, pad_id=data.pad_id,
                                 batch_size=int(cfg.impl.eval_batch_size), device=device)
     start = time.perf_counter()
     train = extract(data.train_rows)
@@ -240,7 +240,7 @@ def probe_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     first = task.eval_splits[0]
     items, floor = items_and_floor(task, data.evaluators[0], evaluations[first])
     record |= {
-        **scored(task, data, objective, {split: finite(e.metrics) for split, e in evaluations.items()}, floor),
+        **scored(task, data, objective, causal, {split: finite(e.metrics) for split, e in evaluations.items()}, floor),
         "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1),
         "steps": None,  # no optimizer updates: the solver's own iterations are in `probe`
         "probe": fitted.record(ft.probe_folds, ft.probe_tol, ft.probe_max_iter, len(train.x)),

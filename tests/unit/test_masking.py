@@ -157,6 +157,6 @@ def test_max_labels_bounds_every_rows_labels_by_at_most_one_more(p):
         counts = (labels != IGNORE_INDEX).sum(1)
         assert int(counts.max()) <= bound <= int(counts[-1]) + 1
     assert max_labels(128, p, whole_word_masking=True, causal=False) == 128
-    ltr = PretrainingCollator("ltr", VOCAB)([{"input_ids": row.numpy(), "token_type_ids": np.zeros(128, np.int64)}
+    ltr = PretrainingCollator(VOCAB, causal=True)([{"input_ids": row.numpy(), "token_type_ids": np.zeros(128, np.int64)}
                                               for row in ids])
     assert int((ltr["mlm_labels"] != IGNORE_INDEX).sum(1).max()) == max_labels(128, p, False, causal=True) == 127

@@ -29,7 +29,7 @@ def documents(seed: int = 0) -> list[list[np.ndarray]]:
 def training_batch(cfg, instances, rows: int = 16) -> dict:
     """A training batch as the stage's loader makes it and `PretrainData` hands it to the device."""
     o = cfg.objective
-    data = PretrainData(instances, instances, {"objective": o.name, "vocab_size": VOCAB,
+    data = PretrainData(instances, instances, {"causal": o.causal, "nsp": o.nsp, "vocab_size": VOCAB,
                                                "mlm_probability": o.mlm_probability}, batch_size=rows, seed=1,
                         checkpoint_every=1, heldout_mask_seed=0, eval_batch_size=rows, num_workers=0)
     data.trainer = type("Trainer", (), {"accumulate_grad_batches": 1, "global_step": 0, "global_rank": 0,
@@ -59,7 +59,7 @@ def test_the_compiled_training_step_at_the_gpu_settings_is_one_graph(objective: 
 
 def test_a_training_batch_on_the_host_says_whether_it_is_padded_and_counts_its_tokens() -> None:
     instances = create_packed_instances(documents(), 16)
-    data = PretrainData(instances, instances, {"objective": "mlm", "vocab_size": VOCAB}, batch_size=2, seed=1,
+    data = PretrainData(instances, instances, {"vocab_size": VOCAB}, batch_size=2, seed=1,
                         checkpoint_every=1, heldout_mask_seed=0, eval_batch_size=2, num_workers=0)
     data.trainer = type("Trainer", (), {"training": True})()
     padded = data.on_before_batch_transfer({"attention_mask": torch.tensor([[1, 1, 1], [1, 1, 0]])}, 0)
@@ -85,7 +85,7 @@ def tiny_module(clip_like: str = "ours") -> PretrainModule:
 
 def trained(module: PretrainModule, precision: str, clip: float = 0.01) -> tuple[dict, torch.optim.Optimizer]:
     instances = create_nsp_instances(documents(), 32, dupe_factor=1)
-    data = PretrainData(instances, instances, {"objective": "mlm_nsp", "vocab_size": VOCAB, "mlm_probability": 0.4},
+    data = PretrainData(instances, instances, {"nsp": True, "vocab_size": VOCAB, "mlm_probability": 0.4},
                         batch_size=8, seed=1, checkpoint_every=3, heldout_mask_seed=0, eval_batch_size=8,
                         num_workers=0)
     trainer = pl.Trainer(accelerator="cpu", devices=1, precision=precision, max_steps=3, gradient_clip_val=clip,
