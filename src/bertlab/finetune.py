@@ -7,8 +7,10 @@ pretrained there by hand; its `metrics.json` `objective` says whether it was pre
 split's metrics, and the floor's headline metric), `items.json` (the headline split's per-item columns of the model
 and of the floor, for paired statistics) and the training curve `metrics.csv`. A task whose data could not be
 downloaded gets a `"status": "no data"` record instead, and the stage still succeeds. A cell whose run key (code,
-settings, the encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs, and one
-finished under its own name with that key does nothing (`impl.reuse_twins`).
+settings, the encoder's own key and the bytes of its weights and config, tokenizer and task data) equals a finished
+cell's copies its outputs, and one finished under its own name with that key does nothing (`impl.reuse_twins`);
+an encoder whose weights or config are not the bytes its pretraining recorded (damaged, replaced, deleted) stops the
+stage with one line naming the file.
 
 The pieces, in `bertlab.training`: `kinds` (what each task kind encodes, predicts and is scored by),
 `task_datamodule` (splits -> batches), `finetune_module` (the LightningModule); `bertlab.evaluate` (metrics, items,
@@ -36,9 +38,9 @@ from bertlab.data.tasks import Task, missing_data
 from bertlab.errors import UserError
 from bertlab.evaluate import items_and_floor
 from bertlab.files import atomic_dir, read_json, read_tokenizer, remove_tree, require, write_json
-from bertlab.modeling.export import load_encoder
+from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS, load_encoder
 from bertlab.modeling.model import BertEncoder
-from bertlab.runs import cell_fields, cell_key, reuse
+from bertlab.runs import cell_fields, cell_key, reuse, run_files
 from bertlab.training.finetune_module import FinetuneModule
 from bertlab.training.kinds import KINDS, Lengths
 from bertlab.training.task_datamodule import TaskDataModule
@@ -108,7 +110,7 @@ def finetune(cfg: DictConfig) -> Result:
     record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
     if reason is not None:
         return no_data(out_dir, record, reason)
-    key = cell_key(cfg, encoder_dir(cfg))
+    key = cell_key(cfg, encoder_dir(cfg), (PLAIN_WEIGHTS, CONFIG))
     fields = {k: record[k] for k in ("name", "encoder", "features")}  # what a copied twin's record takes from this
     if key and cfg.impl.reuse_twins and (twin := reuse(out_dir.parent, cfg.name, key, fields,
                                                        copy=rank_zero_only.rank == 0)):
@@ -182,8 +184,9 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
         with atomic_dir(out_dir) as tmp:
             if (work_dir / "metrics.csv").exists():
                 shutil.copy(work_dir / "metrics.csv", tmp / "metrics.csv")
-            write_json(tmp / "metrics.json", record)
             write_json(tmp / "items.json", items)
+            record["files"] = run_files(tmp)
+            write_json(tmp / "metrics.json", record)
         remove_tree(work_dir, work_root)
     log.info("%s: %s = %s (%s; floor %s) after %d updates on %d training examples, in %.1f s + %.1f s eval",
              cfg.name, task.metric, record["headline"], first, floor, trainer.global_step, data.train_examples,

@@ -15,7 +15,9 @@ could run as code, or weights of another shape, stops the run in one line and st
 per-device micro-batch and gradient accumulation, which the key never sees (a run resumes on other devices).
 A run whose key equals a finished run's under another name (Table 6's 12/768/12 row where a profile gives the size
 study `bert`'s budget) copies that run's outputs instead of training, and one whose own outputs are finished with
-that key does nothing (`impl.reuse_twins`).
+that key does nothing (`impl.reuse_twins`); `metrics.json` records every output file's sha256 (`files`), and a run
+whose files are no longer those bytes (damaged, replaced, deleted) is not reused: it trains again, in one warning
+line.
 """
 
 from __future__ import annotations
@@ -243,7 +245,7 @@ def run(cfg: DictConfig) -> bool:
       "global_batch": global_batch, "max_seq_length": seq,
       "train_tokens": trainer.global_step * global_batch * seq,  # positions, padding included
       "heldout_mlm_loss": math.log(ppl), "heldout_ppl": ppl, "heldout_unigram_ppl": floor_ppl,
-      "heldout_kind": kind, "run_key": key,
+      "heldout_kind": kind, "run_key": key, "files": runs.run_files(out),
         })
     remove_tree(ckpt_dir, ckpt_dir.parent)
     log.info("%s: held-out perplexity %.2f (unigram floor %.2f) after %d steps", cfg.name, ppl, floor_ppl,
