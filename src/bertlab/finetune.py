@@ -8,8 +8,10 @@ split's metrics, and the floor's headline metric), `items.json` (the headline sp
 and of the floor, for paired statistics) and the training curve `metrics.csv`. A task whose data could not be
 downloaded gets a `"status": "no data"` record instead, and the stage still succeeds; so does a cell the profile leaves
 out (`not_run`, set by the configs stage), with a `"status": "not run"` record. A cell whose run key (code,
-settings, the encoder's own key, tokenizer and task data) equals a finished cell's copies its outputs, and one
-finished under its own name with that key does nothing (`impl.reuse_twins`).
+settings, the encoder's own key and the bytes of its weights and config, tokenizer and task data) equals a finished
+cell's copies its outputs, and one finished under its own name with that key does nothing (`impl.reuse_twins`);
+an encoder whose weights or config are not the bytes its pretraining recorded (damaged, replaced, deleted) stops the
+stage with one line naming the file.
 
 A linear probe (`finetune.mode=probe`) trains no module: a logistic regression is fitted to convergence on the frozen
 encoder's features (`bertlab.training.probe`), and its cell writes the same files (`metrics.csv`: its
@@ -43,9 +45,9 @@ from bertlab.data.tasks import Task, missing_data
 from bertlab.errors import UserError
 from bertlab.evaluate import TaggingEvaluator, items_and_floor
 from bertlab.files import atomic_dir, finite, read_json, read_tokenizer, remove_tree, require, write_json
-from bertlab.modeling.export import load_encoder
+from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS, load_encoder
 from bertlab.modeling.model import BertEncoder
-from bertlab.runs import cell_fields, cell_key, reuse
+from bertlab.runs import cell_fields, cell_key, reuse, run_files
 from bertlab.study import NOT_RUN
 from bertlab.training.finetune_module import FinetuneModule
 from bertlab.training import probe
@@ -122,7 +124,7 @@ def finetune(cfg: DictConfig) -> Result:
     if reason is not None:
         print(f"{task.name}: no data ({reason})")
         return Result(untrained(out_dir, record, "no data", reason))
-    key = cell_key(cfg, encoder_dir(cfg))
+    key = cell_key(cfg, encoder_dir(cfg), (PLAIN_WEIGHTS, CONFIG))
     fields = {k: record[k] for k in ("name", "encoder", "features")}  # what a copied twin's record takes from this
     if key and cfg.impl.reuse_twins and (twin := reuse(out_dir.parent, cfg.name, key, fields,
                                                        copy=rank_zero_only.rank == 0)):
@@ -203,8 +205,9 @@ def train_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
         with atomic_dir(out_dir) as tmp:
             if (work_dir / "metrics.csv").exists():
                 shutil.copy(work_dir / "metrics.csv", tmp / "metrics.csv")
-            write_json(tmp / "metrics.json", record)
             write_json(tmp / "items.json", items)
+            record["files"] = run_files(tmp)
+            write_json(tmp / "metrics.json", record)
         remove_tree(work_dir, work_root)
     log.info("%s: %s = %s (%s; floor %s) after %d updates on %d training examples, in %.1f s + %.1f s eval",
              cfg.name, task.metric, record["headline"], first, floor, trainer.global_step, data.train_examples,
@@ -248,9 +251,10 @@ def probe_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     }
     if rank_zero_only.rank == 0:
         with atomic_dir(out_dir) as tmp:
-            write_json(tmp / "metrics.json", record)
             write_json(tmp / "items.json", items)
             fitted.write_curve(tmp / "metrics.csv")
+            record["files"] = run_files(tmp)
+            write_json(tmp / "metrics.json", record)
     log.info("%s: %s = %s (%s; floor %s) by a probe at C=%g (%d-fold CV of %d training examples; %d iterations, %s)"
              ", in %.1f s + %.1f s eval", cfg.name, task.metric, record["headline"], first, floor, fitted.c,
              ft.probe_folds, data.train_examples, fitted.iterations,

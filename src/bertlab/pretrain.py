@@ -15,9 +15,11 @@ could run as code, or weights of another shape, stops the run in one line and st
 per-device micro-batch and gradient accumulation, which the key never sees (a run resumes on other devices).
 A run whose key equals a finished run's under another name (Table 6's 12/768/12 row where a profile gives the size
 study `bert`'s budget) copies that run's outputs instead of training, and one whose own outputs are finished with
-that key does nothing (`impl.reuse_twins`). A run the profile leaves out (`not_run`, set by the configs stage) writes
-only a `"status": "not run"` metrics.json, with why. The objective is what its config says (`objective.data`, `nsp`,
-`causal`, the masking shares), its `name` only a name: a new variant is a new conf/objective file.
+that key does nothing (`impl.reuse_twins`); `metrics.json` records every output file's sha256 (`files`), and a run
+whose files are no longer those bytes (damaged, replaced, deleted) is not reused: it trains again, in one warning
+line. A run the profile leaves out (`not_run`, set by the configs stage) writes only a `"status": "not run"`
+metrics.json, with why. The objective is what its config says (`objective.data`, `nsp`, `causal`, the masking
+shares), its `name` only a name: a new variant is a new conf/objective file.
 """
 
 from __future__ import annotations
@@ -260,7 +262,7 @@ def run(cfg: DictConfig) -> bool:
       "global_batch": global_batch, "max_seq_length": seq,
       "train_tokens": trainer.global_step * global_batch * seq,  # positions, padding included
       "heldout_mlm_loss": math.log(ppl), "heldout_ppl": ppl, "heldout_unigram_ppl": floor_ppl,
-      "heldout_kind": kind, "run_key": key, "throughput": rate,
+      "heldout_kind": kind, "run_key": key, "throughput": rate, "files": runs.run_files(out),
         })
     remove_tree(ckpt_dir, ckpt_dir.parent)
     speed = "" if rate["tokens_per_second"] is None else f"; {rate['tokens_per_second']:,} non-padding tokens/s" + (

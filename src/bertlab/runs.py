@@ -1,5 +1,7 @@
 """What identifies a run's result: its run key (the code, the result settings, the input files) and its twins,
-finished runs under another name with the same key, whose outputs it reuses (both training stages)."""
+finished runs under another name with the same key, whose outputs it reuses (both training stages). A finished run's
+record (`metrics.json`) keeps the sha256 of each file it wrote (`files`): a run whose files are no longer those bytes
+(damaged, replaced, deleted) is never reused, and a cell's key holds its encoder's bytes."""
 
 from __future__ import annotations
 
@@ -7,12 +9,13 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from bertlab.errors import UserError
 from bertlab.files import atomic_dir, read_json, write_json
 from bertlab.modeling.features import feature_signature
 
@@ -73,26 +76,68 @@ def pretrain_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:
     return run_key(values_at(cfg, [*RESULT_KEYS["pretrain"], "pretrain_data.seed"]), inputs)
 
 
-def cell_key(cfg: DictConfig, encoder: Path) -> str | None:
+def cell_key(cfg: DictConfig, encoder: Path, reads: Sequence[str]) -> str | None:
     """The run key of a fine-tuning cell on the pretraining run in folder `encoder`: the code, its result settings
-    but the encoder's name, the encoder's own run key (a twin encoder, copied from another run, has the same), the
-    tokenizer and the task's data. Frozen features enter as what they compute (`feature_signature`), and not at all
-    when fine-tuning. None if the encoder has no key or no readable config (it was not written by the pretrain
-    stage; loading it then says what is wrong)."""
+    but the encoder's name, the encoder's own run key (a twin encoder, copied from another run, has the same) and the
+    bytes of its files the cell `reads` (its weights and config), the tokenizer and the task's data. Frozen features
+    enter as what they compute (`feature_signature`), and not at all when fine-tuning. None if the encoder has no key
+    or no readable config (it was not written by the pretrain stage; loading it then says what is wrong); a UserError
+    naming the first file of `reads` that is missing or is not what the encoder's run recorded (damaged, replaced)."""
     ft, metrics = cfg.finetune, encoder / "metrics.json"
-    encoder_key = read_json(metrics).get("run_key") if metrics.exists() else None
+    record = read_json(metrics) if metrics.exists() else {}
     try:
         num_layers = json.loads((encoder / "config.json").read_text(encoding="utf-8"))["num_layers"]
     except (OSError, ValueError, TypeError, KeyError):  # missing, not JSON, not a model's config
         num_layers = None
-    if encoder_key is None or not isinstance(num_layers, int):
+    if record.get("run_key") is None or not isinstance(num_layers, int):
         return None
+    found = {name: file_digest(encoder / name) for name in reads}
+    recorded = record.get("files", {})  # none in an older bertlab's record: the key still holds the bytes
+    for name, digest in found.items():
+        if digest is None or (name in recorded and recorded[name] != digest):
+            raise UserError(f"{altered(encoder / name, digest)}: rerun its pretraining (`dvc repro pretrain`, or "
+                            f"`python -m bertlab.pretrain name={encoder.name}`)")
     settings = values_at(cfg, RESULT_KEYS["finetune"])
     settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
     settings["finetune"]["features"] = feature_signature(ft.features, num_layers) if ft.mode != "finetune" else None
     data_dir = Path(cfg.data_dir)
     inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]
-    return run_key({"settings": settings, "encoder": encoder_key}, inputs)
+    return run_key({"settings": settings, "encoder": record["run_key"], "encoder_files": found}, inputs)
+
+
+def file_digest(path: Path) -> str | None:
+    """sha256 (hex) of the file at `path`; None where there is none."""
+    try:
+        with Path(path).open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def run_files(directory: Path) -> dict[str, str]:
+    """{path relative to `directory`: sha256} of every file a run wrote there but its record, which keeps this as
+    `files`."""
+    directory = Path(directory)
+    paths = sorted(p for p in directory.rglob("*") if p.is_file() and p.relative_to(directory) != Path("metrics.json"))
+    return {p.relative_to(directory).as_posix(): file_digest(p) for p in paths}
+
+
+def altered(path: Path, digest: str | None) -> str:
+    """In words, why file `path` (now of sha256 `digest`, None: absent) is not what its run recorded."""
+    if digest is None:
+        return f"{path} is missing"
+    record = path.parent / "metrics.json"
+    return f"{path} is not the file its run wrote (its sha256 differs from the one in {record}: damaged or replaced)"
+
+
+def unaltered(run: Path, record: dict[str, Any]) -> bool:
+    """Whether every file `record` (run folder `run`'s metrics.json) lists under `files` has its recorded bytes;
+    logs the first that does not."""
+    for name, recorded in sorted(record.get("files", {}).items()):
+        if (digest := file_digest(run / name)) != recorded:
+            log.warning("%s: not reused", altered(run / name, digest))
+            return False
+    return True
 
 
 def reuse(runs_dir: Path, name: str, key: str, fields: dict[str, Any], copy: bool) -> Path | None:
@@ -109,12 +154,14 @@ def reuse(runs_dir: Path, name: str, key: str, fields: dict[str, Any], copy: boo
 
 def find_twin(runs_dir: Path, name: str, key: str) -> Path | None:
     """A finished run in `runs_dir` whose metrics.json has run key `key` (the same code, result settings and
-    inputs), if any: `name`'s own first (a rerun of a finished run, which has nothing to do), else another's, whose
-    outputs are this run's too (e.g. Table 6's 12/768/12 row where a profile gives the size study `bert`'s budget),
-    so one training can serve both names."""
+    inputs) and whose files are the bytes it recorded, if any: `name`'s own first (a rerun of a finished run, which
+    has nothing to do), else another's, whose outputs are this run's too (e.g. Table 6's 12/768/12 row where a
+    profile gives the size study `bert`'s budget), so one training can serve both names."""
     runs_dir = Path(runs_dir)
-    for metrics in [runs_dir / name / "metrics.json", *sorted(runs_dir.glob("*/metrics.json"))]:
-        if metrics.exists() and read_json(metrics).get("run_key") == key:
+    for metrics in dict.fromkeys([runs_dir / name / "metrics.json", *sorted(runs_dir.glob("*/metrics.json"))]):
+        if not metrics.exists() or (record := read_json(metrics)).get("run_key") != key:
+            continue
+        if unaltered(metrics.parent, record):
             return metrics.parent
     return None
 

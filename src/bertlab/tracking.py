@@ -36,22 +36,27 @@ def wandb_settings() -> Any:
 
 
 def start_wandb(start: Callable[[bool], T], offline: bool, save_dir: str) -> T:
-    """`start(offline)`. Online, when W&B's server cannot be reached (checked in at most 5 s) or refuses or times out
+    """`start(offline)`. Online, when W&B's server does not answer (checked in at most 5 s) or refuses or times out
     the run (no API key, a wrong one), it logs offline instead, with one warning line: a pipeline never stops, nor
-    waits minutes, for its logger."""
-    if not offline:
-        why = wandb_unreachable()
-        if why is None:
-            try:
-                return start(False)
-            except Exception as err:  # wandb raises UsageError, CommError, ...
-                why = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
-                with suppress(Exception):
-                    import wandb
+    waits minutes, for its logger. `start` must pass `mode="offline"` to `wandb.init` when offline: after an online
+    try, W&B reads no environment variable (Lightning's `WANDB_MODE`) again in this process."""
+    if offline:
+        return start(True)
+    import wandb
 
-                    wandb.finish(exit_code=1)
-        log.warning("W&B cannot log online (%s): logging offline under %s instead (upload later with `wandb sync`)",
-                    why, save_dir)
+    why = wandb_unreachable()
+    if why is None:
+        try:
+            return start(False)
+        except Exception as err:  # wandb raises UsageError, CommError, ...
+            why = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+            with suppress(Exception):
+                wandb.finish(exit_code=1)
+            # the failed try's usage telemetry, which W&B sends to that server at exit: an error line per batch
+            logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
+    log.warning("W&B cannot log online (%s): logging offline under %s instead (upload later with `wandb sync`)",
+                why, save_dir)
+    wandb.setup(wandb.Settings(mode="offline"))  # all of this process's W&B: its usage telemetry would try that server
     return start(True)
 
 
@@ -65,23 +70,28 @@ def log_report(logger: Any, group: str, name: str, config: dict[str, Any],
     save_dir.mkdir(parents=True, exist_ok=True)
     with start_wandb(lambda offline: wandb.init(
         project=logger.project, group=group, job_type="report", name=name, dir=str(save_dir),
-        mode="offline" if offline else "online", config=config, settings=wandb_settings(),
+        mode="offline" if offline else None, config=config, settings=wandb_settings(),
     ), logger.offline, str(save_dir)) as run:
         run.log(values(wandb))
 
 
 def wandb_unreachable(timeout: float = 5.0) -> str | None:
-    """Why W&B's server cannot be reached from here, or None (also when WANDB_MODE keeps W&B offline anyway)."""
-    import socket
-    from urllib.parse import urlparse
+    """Why W&B's server (the base URL a run resolves: `WANDB_BASE_URL`, `wandb login --host`, else W&B's cloud) does
+    not answer from here within `timeout` seconds, or None (also when WANDB_MODE keeps W&B offline anyway). Any HTTP
+    answer counts, a refusal too (the online start reports that); one that accepts and never answers would hold the
+    start for W&B's init timeout, and its exit for as long again."""
+    import urllib.error
+    import urllib.request
 
     if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun"):
         return None
-    import wandb
+    from wandb.sdk import wandb_setup
 
-    url = urlparse(str(wandb.Settings().base_url))
+    url = str(wandb_setup.singleton().settings.base_url)  # loaded as wandb.init loads it, no service started
     try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
-    except (OSError, TypeError, ValueError) as err:
-        return f"{url.hostname} unreachable: {err}"
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (OSError, ValueError) as err:  # URLError, a timeout, a malformed URL
+        return f"{url} does not answer: {getattr(err, 'reason', err)}"
     return None

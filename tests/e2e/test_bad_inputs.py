@@ -306,20 +306,10 @@ def test_a_bad_tokenizer_file_is_named(case: str, name: str, data: Path, mirror:
                           bad, f"{path} is not a readable tokenizer")
 
 
-@pytest.mark.parametrize("case, names", [
-    ("model-truncated", "model.pt is not a readable state dict"),
-    ("model-garbage", "model.pt is not a readable state dict"),
-    ("model-of-another-size", "encoder.embeddings.word_embeddings.weight has shape"),
-    ("config-garbage", "config.json is not a model config"),
-    ("config-not-a-config", "config.json is not a model config"),
-])
-def test_a_bad_encoder_file_is_named(case: str, names: str, data: Path, mirror: Path, tmp_path: Path) -> None:
+def damage_weights(model: Path, case: str) -> None:
+    """`model` (an encoder's model.pt) truncated, garbage, of another model size or deleted."""
     import torch
 
-    bad = tmp_path / "data"
-    shutil.copytree(data, bad)
-    encoder = bad / "pretrain/bert"
-    model, config = encoder / "model.pt", encoder / "config.json"
     if case == "model-truncated":
         model.write_bytes(model.read_bytes()[:2000])
     elif case == "model-garbage":
@@ -329,15 +319,72 @@ def test_a_bad_encoder_file_is_named(case: str, names: str, data: Path, mirror: 
         weight = state["encoder.embeddings.word_embeddings.weight"]
         state["encoder.embeddings.word_embeddings.weight"] = torch.cat([weight, weight], dim=-1)
         torch.save(state, model)
+    else:
+        model.unlink()
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "unrecorded"])
+@pytest.mark.parametrize("case, names", [
+    ("model-truncated", "model.pt is not a readable state dict"),
+    ("model-garbage", "model.pt is not a readable state dict"),
+    ("model-of-another-size", "encoder.embeddings.word_embeddings.weight has shape"),
+    ("model-deleted", "model.pt"),
+    ("config-garbage", "config.json is not a model config"),
+    ("config-not-a-config", "config.json is not a model config"),
+])
+def test_a_bad_encoder_file_is_named(case: str, names: str, recorded: bool, data: Path, mirror: Path,
+                                     tmp_path: Path) -> None:
+    """Weights the pretraining run recorded (their sha256 in its metrics.json) are named as not its own before they
+    load; an encoder whose record has no digests (an older bertlab's) as they load."""
+    bad = tmp_path / "data"
+    shutil.copytree(data, bad)
+    encoder = bad / "pretrain/bert"
+    model, config = encoder / "model.pt", encoder / "config.json"
+    if not recorded:
+        record = json.loads((encoder / "metrics.json").read_text())
+        (encoder / "metrics.json").write_text(json.dumps({k: v for k, v in record.items() if k != "files"}))
+    if case.startswith("model"):
+        damage_weights(model, case)
+        if recorded:
+            names = f"{model} is missing" if case == "model-deleted" else f"{model} is not the file its run wrote"
     elif case == "config-garbage":
         config.write_text('{"vocab_size": 300, "num_la')
     else:
         config.write_text('{"vocab_size": 300, "colour": "red"}')
     line = expect_one_line_error(lambda: run_in_process("finetune", bad, ["finetune.encoder=bert"], mirror), bad,
                                  names)
-    if case == "model-of-another-size":
+    if case == "model-of-another-size" and not recorded:
         vocab = json.loads(config.read_text())["vocab_size"]
         assert str(model) in line and str(config) in line and f"({vocab}, 64)" in line and f"({vocab}, 32)" in line
+
+
+@pytest.fixture(scope="module")
+def finished(data: Path, mirror: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`data` with a finished fine-tuning cell on the encoder `bert`, run as a user runs it."""
+    finished = tmp_path_factory.mktemp("finished") / "data"
+    shutil.copytree(data, finished)
+    done = stage("finetune", finished, "finetune.encoder=bert", mirror=mirror)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return finished
+
+
+@pytest.mark.parametrize("case", ["model-truncated", "model-garbage", "model-of-another-size", "model-deleted"])
+def test_a_finished_cell_on_damaged_weights_stops_in_one_line_naming_them(case: str, finished: Path, mirror: Path,
+                                                                        tmp_path: Path) -> None:
+    """It exited 0 with "... is finished with this code, these settings and inputs: nothing to do": the cell's key
+    held its encoder's run key and config, never its weights. The weights put back, it is finished again."""
+    bad = tmp_path / "data"
+    shutil.copytree(finished, bad)
+    model = bad / "pretrain/bert/model.pt"
+    weights = model.read_bytes()
+    damage_weights(model, case)
+    said = f"{model} is missing" if case == "model-deleted" else f"{model} is not the file its run wrote"
+    line = expect_one_line_error(lambda: run_in_process("finetune", bad, ["finetune.encoder=bert"], mirror), bad,
+                                 said)
+    assert "nothing to do" not in line and "python -m bertlab.pretrain name=bert" in line
+    model.write_bytes(weights)
+    again = stage("finetune", bad, "finetune.encoder=bert", mirror=mirror)
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stderr[-3000:]
 
 
 @pytest.mark.parametrize("case", ["missing", "garbage"])

@@ -7,7 +7,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from omegaconf import OmegaConf
 
 from bertlab.report.scaling import FIELDS
 from bertlab.stage import CONF_DIR
+from bertlab.runs import file_digest
 from tests.helpers import stage
 
 with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -121,3 +124,56 @@ def test_report_only_reports_the_finished_runs_and_starts_none(sweep: tuple[Path
     logged = json.loads(table.read_text())
     assert logged["columns"] == list(FIELDS) and len(logged["data"]) == len(rows)
     assert {p.name.rsplit("_", 2)[0] for p in media.glob("images/scaling/*.png")} == set(CLAIMS)
+
+
+def other_size_weights(path: Path) -> None:
+    """A 2-layer, 16-wide encoder's weights saved as `path`."""
+    import torch
+
+    from bertlab.modeling.model import BertConfig, BertForPretraining
+
+    config = BertConfig(vocab_size=300, num_layers=2, hidden_size=16, num_heads=2, intermediate_size=32)
+    torch.save(BertForPretraining(config).state_dict(), path)
+
+
+DAMAGES = {"truncated": lambda p: p.write_bytes(p.read_bytes()[:1000]),
+           "random bytes": lambda p: p.write_bytes(os.urandom(p.stat().st_size)),
+           "another size's": other_size_weights, "deleted": Path.unlink}
+
+
+@pytest.mark.parametrize("damaged, threads", [({"bert-4": "truncated", "scratch": "deleted"}, ["impl.threads=1"]),
+                                              ({"bert-4": "random bytes", "scratch": "another size's"}, [])],
+                         ids=["a", "b"])
+def test_an_encoder_whose_weights_are_not_its_own_trains_again(damaged: dict[str, str], threads: list[str],
+                                                                sweep: tuple[Path, Path, str], prepared: Path,
+                                                                mirror: Path, tmp_path: Path) -> None:
+    """Its damaged, replaced or deleted model.pt was "finished: nothing to do", and so were the cells on it. Now the
+    sweep names the file in one warning and pretrains the encoder again; a cell on it is reused only when the new
+    weights are, byte for byte, the ones it was trained on. With one thread a run, as the two-worker sweep ran them,
+    CPU training gives the same bytes; with two, the sums' order and the last bits of `bert-4` differ."""
+    copy = tmp_path / "data"
+    shutil.copytree(prepared, copy, symlinks=True)  # the sweep's links to the inputs are relative: kept in the copy
+    work = copy / "scaling"
+    weights = {name: (work / "pretrain" / name / "model.pt").read_bytes() for name in damaged}
+    cells = {name: work / "finetune" / f"sst2-{name}-finetune-64-1" / "metrics.json" for name in damaged}
+    written = {name: metrics.stat().st_mtime_ns for name, metrics in cells.items()}
+    for name, how in damaged.items():
+        DAMAGES[how](work / "pretrain" / name / "model.pt")
+    done = stage("scaling", copy, f"scaling.report_dir={tmp_path / 'reports'}", "scaling.pretrain_steps=[4]",
+                 "scaling.finetune_budgets=[{examples: 64}]", "scaling.workers=1", *threads, mirror=mirror,
+                 timeout=1800)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    same = {name: (work / "pretrain" / name / "model.pt").read_bytes() == weights[name] for name in damaged}
+    for name, how in damaged.items():
+        model = work / "pretrain" / name / "model.pt"
+        said = f"{model} is missing" if how == "deleted" else f"{model} is not the file its run wrote"
+        assert [line for line in output.splitlines() if "not reused" in line and f"/{name}/" in line] == [
+            next(line for line in output.splitlines() if said in line)], output[-3000:]
+        assert f"{work / 'pretrain' / name} is finished" not in output
+        record = json.loads((model.parent / "metrics.json").read_text())
+        assert file_digest(model) == record["files"]["model.pt"] and "trained_as" not in record  # trained again
+        cell = json.loads(cells[name].read_text())
+        assert (cells[name].stat().st_mtime_ns == written[name]) == same[name] and "trained_as" not in cell
+    assert output.count("nothing to do") == sum(same.values())
+    assert same["scratch"] and (same["bert-4"] or not threads)  # seeded, not trained; one thread: the same sums

@@ -19,6 +19,8 @@ from bertlab.finetune import finetune
 from bertlab.metrics import glue_metrics
 from bertlab.modeling.export import CONFIG, load_plain
 from bertlab.modeling.features import FEATURES
+from bertlab.modeling.model import BertConfig, BertForPretraining
+from bertlab.runs import run_files
 from bertlab.stage import CONF_DIR
 from bertlab.training import probe
 from bertlab.training.finetune_module import FinetuneModule
@@ -391,11 +393,21 @@ def test_feature_head_lr_drives_the_trained_parts_of_feature_based_runs_only(fin
 
 
 def save_keyed_encoder(d: Path, name: str, key: str) -> None:
-    """A 4-layer MLM+NSP encoder of the tokenizer's vocabulary, as the pretrain stage records it (with run key `key`)."""
+    """A 4-layer MLM+NSP encoder of the tokenizer's vocabulary, as the pretrain stage records it (with run key `key`
+    and its files' digests)."""
     save_encoder(d, name, Tokenizer.from_file(str(d / "tokenizer" / "tokenizer.json")).get_vocab_size(), "mlm_nsp",
                  nsp=True, causal=False)
     write_json(d / "pretrain" / name / "metrics.json", {"name": name, "objective": "mlm_nsp", "causal": False,
-                                                        "run_key": key})
+                                                        "run_key": key, "files": run_files(d / "pretrain" / name)})
+
+
+def other_weights(path: Path, num_layers: int, hidden_size: int) -> None:
+    """Weights of another MLM+NSP encoder (`num_layers` x `hidden_size`, the tokenizer's vocabulary) saved as `path`."""
+    torch.manual_seed(1)
+    vocab = Tokenizer.from_file(str(path.parents[2] / "tokenizer" / "tokenizer.json")).get_vocab_size()
+    config = BertConfig(vocab_size=vocab, num_layers=num_layers, hidden_size=hidden_size, num_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
+    torch.save(BertForPretraining(config).state_dict(), path)
 
 
 def test_feature_cells_that_read_the_same_layers_the_same_way_are_one_cell(finetune_data: Path) -> None:
@@ -444,3 +456,60 @@ def test_a_rerun_of_a_finished_cell_does_nothing(finetune_data: Path) -> None:
     assert again.items == first.items and metrics.stat().st_mtime_ns == written
     forced = finetune(finetune_config(finetune_data, *args, "impl.reuse_twins=false"))
     assert not forced.finished_before and forced.module is not None
+
+
+def test_a_finished_cell_is_reused_only_on_the_encoder_bytes_it_was_trained_on(finetune_data: Path) -> None:
+    """A truncated, random, another size's or deleted model.pt (or config.json) said "nothing to do": the cell's key
+    held its encoder's run key, never its bytes. Now each stops the cell in one error naming the file, reuse or not;
+    the bytes put back, the cell is finished again; other bytes that their pretraining recorded (a rerun that wrote
+    other weights) are another cell, which trains."""
+    save_keyed_encoder(finetune_data, "kept", "k")
+    args = ("name=sst2-kept", "finetune.encoder=kept", "task=sst2", "finetune.epochs=1", "finetune.lr=1e-3")
+    first = finetune(finetune_config(finetune_data, *args))
+    encoder = finetune_data / "pretrain" / "kept"
+    model, config = encoder / "model.pt", encoder / "config.json"
+    original = {path: path.read_bytes() for path in (model, config)}
+    damages = {
+        "truncated": lambda: model.write_bytes(original[model][:len(original[model]) // 2]),
+        "random": lambda: model.write_bytes(np.random.default_rng(0).bytes(len(original[model]))),
+        "another size": lambda: other_weights(model, 2, 64),
+        "deleted": model.unlink,
+        "another config": lambda: config.write_text(json.dumps({**json.loads(original[config]), "dropout": 0.5})),
+    }
+    for how, damage in damages.items():
+        damage()
+        path = config if how == "another config" else model
+        said = f"{path} is missing" if how == "deleted" else f"{path} is not the file its run wrote"
+        for reuse in ("true", "false"):
+            with pytest.raises(UserError, match=said):
+                finetune(finetune_config(finetune_data, *args, f"impl.reuse_twins={reuse}"))
+        for p, data in original.items():
+            p.write_bytes(data)
+        again = finetune(finetune_config(finetune_data, *args))
+        assert again.finished_before and again.record == first.record, how
+    other_weights(model, 4, 32)  # the same shapes, other values, as their pretraining recorded them
+    write_json(encoder / "metrics.json", {**json.loads((encoder / "metrics.json").read_text()),
+                                          "files": run_files(encoder)})
+    retrained = finetune(finetune_config(finetune_data, *args))
+    assert not retrained.finished_before and retrained.module is not None
+    assert retrained.record["run_key"] != first.record["run_key"]
+
+
+def test_a_twin_cell_whose_files_were_damaged_is_not_copied(finetune_data: Path,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    """A finished cell whose items.json is not what its record says: a twin trains rather than copy it (one warning
+    naming the file), and the cell itself, rerun, is not finished but takes the sound twin's outputs."""
+    for name in ("dmg", "dmg_twin"):
+        save_keyed_encoder(finetune_data, name, "d")
+    args = ("task=sst2", "finetune.epochs=1", "finetune.lr=1e-3")
+    finetune(finetune_config(finetune_data, "name=sst2-dmg", "finetune.encoder=dmg", *args))
+    items = finetune_data / "finetune" / "sst2-dmg" / "items.json"
+    items.write_text(items.read_text().replace("1", "0"))
+    twin = finetune(finetune_config(finetune_data, "name=sst2-dmg_twin", "finetune.encoder=dmg_twin", *args))
+    assert twin.module is not None and "trained_as" not in twin.record
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "not reused" in r.getMessage()]
+    assert warnings == [f"{items} is not the file its run wrote (its sha256 differs from the one in "
+                        f"{items.parent / 'metrics.json'}: damaged or replaced): not reused"]
+    again = finetune(finetune_config(finetune_data, "name=sst2-dmg", "finetune.encoder=dmg", *args))
+    assert not again.finished_before and again.record["trained_as"] == "sst2-dmg_twin"  # now the sound twin's
+    assert json.loads(items.read_text()) == twin.items

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -46,6 +49,38 @@ def test_logger_offline_false_without_a_network_logs_offline_within_seconds(
     assert time.perf_counter() - start < 15
     assert loggers[1]._offline and "W&B cannot log online" in caplog.text
     loggers[1].experiment.finish()
+
+
+class NotFound(BaseHTTPRequestHandler):
+    def do_HEAD(self) -> None:
+        self.send_response(404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_server_checked_is_wandb_base_url_and_any_answer_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`wandb.Settings().base_url` ignores WANDB_BASE_URL: a self-hosted server was never the one checked."""
+    import wandb
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    monkeypatch.delenv("WANDB_MODE")
+    try:
+        for url, why in ((f"http://127.0.0.1:{httpd.server_address[1]}", None),
+                         (refused, f"{refused} does not answer: [Errno 111] Connection refused")):
+            monkeypatch.setenv("WANDB_BASE_URL", url)
+            wandb.teardown()  # W&B reads its environment once a process
+            assert tracking.wandb_unreachable() == why
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        monkeypatch.undo()
+        wandb.teardown()
 
 
 def test_a_dvc_experiments_wandb_runs_go_to_the_repository_not_its_temporary_copy(tmp_path: Path) -> None:

@@ -223,6 +223,7 @@ def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path) -> list:
                 project=cfg.logger.project, name=cfg.name, group=tables[0] if tables else job_type,
                 job_type=job_type, tags=tables, save_dir=str(wandb_dir), offline=offline,
                 config=OmegaConf.to_container(cfg, resolve=True), settings=wandb_settings(),
+                mode="offline" if offline else None,  # Lightning's WANDB_MODE is not read after an online try
             )
             logger._wandb_init.pop("anonymous", None)  # Lightning passes None, which W&B warns about in every run
             if not offline:
