@@ -231,7 +231,7 @@ def probe_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
     start = time.perf_counter()
     train = extract(data.train_rows)
     fitted = probe.fit(train, cs=ft.probe_cs, folds=ft.probe_folds, seed=cfg.seed, tol=ft.probe_tol,
-                       max_iter=ft.probe_max_iter, grouped=task.kind == "tagging")
+                       cv_tol=ft.probe_cv_tol, max_iter=ft.probe_max_iter, grouped=task.kind == "tagging")
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
     evaluations = {}
@@ -246,7 +246,7 @@ def probe_and_score(cfg: DictConfig, task: Task, record: dict[str, Any], out_dir
         **scored(task, data, objective, causal, {split: finite(e.metrics) for split, e in evaluations.items()}, floor),
         "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1),
         "steps": None,  # no optimizer updates: the solver's own iterations are in `probe`
-        "probe": fitted.record(ft.probe_folds, ft.probe_tol, ft.probe_max_iter, len(train.x)),
+        "probe": fitted.record(ft.probe_folds, ft.probe_tol, ft.probe_cv_tol, ft.probe_max_iter, len(train.x)),
         "lengths": {"max_seq_length": data.lengths.max_seq_length},
     }
     if rank_zero_only.rank == 0:

@@ -95,6 +95,7 @@ SETTINGS: dict[str, Number] = {
     "finetune.bilstm_hidden": count(nullable=True), "finetune.bilstm_layers": count(),
     "finetune.doc_stride": count(), "finetune.max_query_length": count(), "finetune.n_best_size": count(),
     "finetune.max_answer_length": count(), "finetune.probe_folds": count(2), "finetune.probe_tol": POSITIVE,
+    "finetune.probe_cv_tol": POSITIVE,
     "finetune.probe_max_iter": count(),
     "impl.threads": count(nullable=True), "impl.eval_batch_size": count(), "impl.num_workers": count(0),
     "impl.num_nodes": count(nullable=True), "impl.max_device_batch": count(nullable=True),

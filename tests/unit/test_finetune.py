@@ -301,7 +301,8 @@ def test_a_probe_cell_fits_a_converged_probe_and_writes_what_the_report_reads(fi
     assert record["status"] == "ok" and record["steps"] is None and record["train_examples"] == 120
     fitted = record["probe"]
     assert fitted["converged"] is True and fitted["iterations"] < fitted["max_iter"]
-    assert fitted["Cs"] == finetune_config(finetune_data).finetune.probe_cs and fitted["cv_folds"] == 5
+    ft = finetune_config(finetune_data).finetune
+    assert fitted["Cs"] == ft.probe_cs and fitted["cv_folds"] == ft.probe_folds and fitted["cv_tol"] == ft.probe_cv_tol
     assert fitted["features"] == 32 and fitted["C"] == fitted["Cs"][int(np.argmin(fitted["cv_log_loss"]))]
     words = [len(t) for t in subsample(train_split(finetune_data, task), 120, 0)["tokens"]] if kind == "tagging" else []
     assert fitted["train_vectors"] == (sum(words) if words else 120)  # a vector per example, or per word

@@ -7,9 +7,10 @@ trained to convergence, the same procedure for every encoder (a never-trained on
   the last layer's output); a scalar mix is learned, so a probe reads only fixed strategies.
 - Fit (`fit`): features standardised (mean and sd of the training examples), then scikit-learn's multinomial L2
   logistic regression (L-BFGS) at each C of `finetune.probe_cs`, scored by log-loss in `finetune.probe_folds`-fold
-  cross-validation over the training examples (`LogisticRegressionCV`; tagging: folds of whole sentences), the folds
-  shuffled by the cell's seed; the C with the best mean held-out log-loss is refitted on all training examples until
-  the gradient is below `finetune.probe_tol` (sklearn's mean-loss scale). Nothing of the dev set is seen.
+  cross-validation over the training examples (`LogisticRegressionCV`, its fits stopped at `finetune.probe_cv_tol`;
+  tagging: folds of whole sentences), the folds shuffled by the cell's seed; the C with the best mean held-out
+  log-loss is refitted on all training examples until the gradient is below `finetune.probe_tol` (sklearn's
+  mean-loss scale). Nothing of the dev set is seen.
 """
 
 from __future__ import annotations
@@ -68,14 +69,14 @@ class Probe:
             out.writerow(["C", "cv_log_loss"])
             out.writerows(zip(self.cs, self.cv_log_loss))
 
-    def record(self, folds: int, tol: float, max_iter: int, train_vectors: int) -> dict[str, Any]:
+    def record(self, folds: int, tol: float, cv_tol: float, max_iter: int, train_vectors: int) -> dict[str, Any]:
         """What metrics.json says of the probe."""
         best = self.cs.index(self.c)
         return {"solver": "sklearn LogisticRegression (L-BFGS, L2) on standardised features",
                 "C": self.c, "Cs": self.cs, "cv_folds": folds, "cv_scoring": "log_loss",
                 "cv_log_loss": [round(v, 6) for v in self.cv_log_loss], "C_at_grid_edge": best in (0, len(self.cs) - 1),
                 "iterations": self.iterations, "cv_iterations": self.cv_iterations, "converged": self.converged,
-                "tol": tol, "max_iter": max_iter, "train_vectors": train_vectors,
+                "tol": tol, "cv_tol": cv_tol, "max_iter": max_iter, "train_vectors": train_vectors,
                 "features": int(self.model.coef_.shape[1])}
 
 
@@ -133,7 +134,7 @@ def splits(train: Features, folds: int, seed: int, grouped: bool) -> list[tuple[
         return list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(train.x, train.y))
 
 
-def fit(train: Features, *, cs: Sequence[float], folds: int, seed: int, tol: float, max_iter: int,
+def fit(train: Features, *, cs: Sequence[float], folds: int, seed: int, tol: float, cv_tol: float, max_iter: int,
         grouped: bool) -> Probe:
     """The probe on `train`: standardised features, C chosen by cross-validated log-loss from `cs`, the final
     logistic regression at that C on every training vector (module docstring)."""
@@ -154,7 +155,7 @@ def fit(train: Features, *, cs: Sequence[float], folds: int, seed: int, tol: flo
         warnings.simplefilter("always", ConvergenceWarning)
         path = LogisticRegressionCV(
             Cs=grid, cv=splits(train, folds, seed, grouped), scoring=SCORING, l1_ratios=(0.0,), solver="lbfgs",
-            tol=tol, max_iter=max_iter, refit=False, use_legacy_attributes=False,
+            tol=cv_tol, max_iter=max_iter, refit=False, use_legacy_attributes=False,
         ).fit(x, train.y)
         cv_log_loss = (-path.scores_[:, 0, :].mean(axis=0)).tolist()  # (folds, l1 ratios, Cs) -> per C
         best = grid[int(np.argmin(cv_log_loss))]  # ties: the smallest C, as sklearn's argmax of the scores
