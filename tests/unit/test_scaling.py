@@ -14,6 +14,7 @@ import pytest
 
 from bertlab.errors import UserError
 from bertlab.report import scaling as report
+from bertlab.report import sweep
 from bertlab import scaling
 from bertlab.scaling import check_grid, forwarded, plan
 from tests.report_data import heldout, items
@@ -81,7 +82,7 @@ def test_a_ppl_claim_compares_held_out_perplexity_on_the_same_instances(tmp_path
             {"train_tokens": 1024, "heldout_ppl": ppl, "heldout_unigram_ppl": 1000.0}))
     found = [r for r in report.rows(NSP, tmp_path, {"squad": {"split": "validation", "metric": "f1"}}, BOOTSTRAP)
              if r.claim["id"] == "depth"]
-    assert [(r.steps, r.budget) for r in found] == [(2, report.HELDOUT), (4, report.HELDOUT)]
+    assert [(r.steps, r.budget) for r in found] == [(2, sweep.HELDOUT), (4, sweep.HELDOUT)]
     two = found[0]
     assert (two.a, two.b, two.metric, two.ratios) == ("bert-2", "L6-2", "ppl", (0.2, 0.3))
     assert two.contrast.estimate == pytest.approx(-100.0, rel=1e-6) and two.contrast.verdict == "reproduced"
@@ -125,7 +126,7 @@ def test_only_the_sweeps_own_settings_and_data_dir_stay_behind() -> None:
 
 def cell(work: Path, task: str, encoder: str, mode: str, examples: int | None, seed: int, score: float) -> None:
     """A finished fine-tuning run of the sweep scoring `score`% (its metrics.json and items.json)."""
-    name = report.cell_name(task, encoder, mode, examples, seed)
+    name = sweep.cell_name(task, encoder, mode, examples, seed)
     per_item = items(name, task, score)
     record = {"name": name, "encoder": encoder, "task": task, "seed": seed, "mode": mode, "features": None,
               "bilstm": False, "status": "ok", "metrics": {"validation": {per_item["metric"]: float(score)}}}
@@ -277,4 +278,4 @@ def test_each_profiles_grid_is_accepted_and_plans_its_runs(profile: str) -> None
     if profile == "gpu":  # the whole training set is one of the fine-tuning budgets
         assert None in [b["examples"] for b in spec["finetune_budgets"]]
     if profile == "cpu":  # fine-tuning budgets up to a large share of the training set (QNLI: 32k of 105k)
-        assert max(b["examples"] for b in report.budgets(spec, "qnli")) >= 32_000
+        assert max(b["examples"] for b in sweep.budgets(spec, "qnli")) >= 32_000

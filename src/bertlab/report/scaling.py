@@ -2,7 +2,6 @@
 at every pretraining budget x fine-tuning budget, with each side's held-out perplexity over its unigram floor. A claim
 on `ppl` compares two encoders' held-out perplexity on the same held-out instances (no fine-tuning).
 
-The sweep's runs are named here (`encoder_name`, `cell_name`), so the stage that runs them and this report agree.
 Writes `scaling.md` (where each claim resolves, then per claim its table and figure), `scaling.csv` (one row per
 claim x pretraining budget x fine-tuning budget), `scaling/<claim>.png` and `scaling/<claim>.csv` (the figure's
 points, for `dvc plots show`) into the report directory.
@@ -24,37 +23,13 @@ from bertlab.report.collect import NO_DATA, NOT_RUN, Results, read_items
 from bertlab.report.markdown import table
 from bertlab.report.plots import plot_budgets
 from bertlab.report.render import write_csv
+from bertlab.report.sweep import budgets, cell_name, encoder_name, no_data
 
 PLOT_FIELDS = ("tokens", "estimate", "low", "high", "verdict", "run")  # scaling/<claim>.csv (run: fine-tuning budget)
 FIELDS = ("claim", "A", "B", "task", "metric", "pretrain_steps", "tokens", "examples", "lr", "estimate", "low",
           "high", "verdict", "n_items", "seeds", "heldout_ppl", "heldout_unigram_ppl", "reason", "a_mean", "b_mean",
           "floor", "a_floor_status", "b_floor_status", "a_heldout_ratio", "b_heldout_ratio")
-SCRATCH = "scratch"  # the one encoder of `scaling.encoders` never pretrained: one run, whatever the budget
-HELDOUT = {"examples": None, "heldout": True}  # a `ppl` claim's one "budget": the held-out set, no fine-tuning
 UNMEASURED = stats.Contrast(math.nan, math.nan, math.nan, stats.NOT_MEASURED, 0, 0, 0)
-
-
-def encoder_name(encoder: str, steps: int) -> str:
-    """The sweep's pretraining run of `encoder` at a budget of `steps`: `<encoder>-<steps>`, or `scratch`."""
-    return SCRATCH if encoder == SCRATCH else f"{encoder}-{steps}"
-
-
-def budget_label(examples: int | None) -> str:
-    """A fine-tuning budget in run names and tables: its training examples, or `all`."""
-    return "all" if examples is None else str(examples)
-
-
-def budgets(spec: dict[str, Any], task: str) -> list[dict[str, Any]]:
-    """`task`'s fine-tuning budgets: its own under `task_budgets`, else the sweep's `finetune_budgets`; `ppl`'s one
-    pseudo-budget, the held-out set."""
-    if task == PPL:
-        return [HELDOUT]
-    return (spec.get("task_budgets") or {}).get(task) or spec["finetune_budgets"]
-
-
-def cell_name(task: str, encoder: str, mode: str, examples: int | None, seed: int) -> str:
-    """The sweep's fine-tuning run `<task>-<encoder run>-<mode>-<examples>-<seed>`."""
-    return f"{task}-{encoder}-{mode}-{budget_label(examples)}-{seed}"
 
 
 @dataclass(frozen=True)
@@ -96,12 +71,6 @@ def ratio(pretrain: dict[str, Any]) -> float | None:
     """A pretraining run's held-out perplexity over the unigram perplexity of the same positions."""
     ppl, unigram = pretrain.get("heldout_ppl"), pretrain.get("heldout_unigram_ppl")
     return ppl / unigram if ppl is not None and unigram else None
-
-
-def no_data(work_dir: Path, task: str) -> str | None:
-    """Why `task` has no data (the note the download stage leaves in its folder), or None if it has."""
-    note = work_dir / "download" / "tasks" / task / "NO_DATA"
-    return note.read_text().strip() if note.exists() else None
 
 
 def read_cell(finetune_dir: Path, names: list[str], task: str, columns: dict[str, Any]) -> Cell:
