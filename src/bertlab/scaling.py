@@ -220,9 +220,10 @@ def run_all(jobs: list[Job], common: list[str], work_dir: Path, workers: int) ->
 
 @stage.main(own_output=True)  # into scaling.work_dir and scaling.report_dir, checked here
 def run(cfg: DictConfig) -> None:
-    columns = OmegaConf.to_container(cfg.ablations.columns, resolve=True)
+    ablations = OmegaConf.to_container(cfg.ablations, resolve=True)  # the study: its columns and the paper's numbers
     grid = OmegaConf.to_container(cfg.scaling, resolve=True) if "scaling" in cfg else None
-    spec = check_grid(grid, columns, cfg.profile_name)
+    spec = check_grid(grid, ablations["columns"], cfg.profile_name)
+    papers = sweep.paper_effects(spec, ablations)
     work_dir, report_dir = Path(spec["work_dir"]), Path(spec["report_dir"])
     for folder in (work_dir, report_dir):
         check_writable(folder)
@@ -238,7 +239,7 @@ def run(cfg: DictConfig) -> None:
     if spec["report_only"]:
         log.info("scaling.report_only: the report of the %d of %d planned runs finished so far, starting none",
                  finished, len(jobs))
-    found = report.rows(spec, work_dir, columns, OmegaConf.to_container(cfg.ablations.bootstrap, resolve=True))
+    found = report.rows(spec, work_dir, ablations["columns"], ablations["bootstrap"], papers)
     written = report.write(report_dir, spec, found, cfg.profile_name, git_commit(), (finished, len(jobs)))
     if cfg.logger.kind == "wandb":  # the CSV's rows and the figures, in group "scaling"
         log_report(cfg.logger, "scaling", f"scaling-{cfg.profile_name}", spec, lambda wandb: {
