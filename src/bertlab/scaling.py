@@ -36,6 +36,7 @@ from bertlab import stage
 from bertlab.errors import UserError
 from bertlab.files import check_writable, require
 from bertlab.report import scaling as report
+from bertlab.report import sweep
 from bertlab.report.render import git_commit
 from bertlab.report.stats import NOT_MEASURED
 from bertlab.tracking import log_report
@@ -109,14 +110,14 @@ def check_grid(spec: dict[str, Any] | None, columns: dict[str, Any], profile: st
 def cells(spec: dict[str, Any], claims: list[dict[str, Any]], steps: int, encoder: str) -> list[Job]:
     """The fine-tuning runs of `claims`' sides on `encoder` (its run at `steps`, or scratch): every mode, every
     fine-tuning budget of the task, every seed; each runs after its encoder."""
-    run = report.encoder_name(encoder, steps)
+    run = sweep.encoder_name(encoder, steps)
     jobs = []
     for claim in claims:
         if claim["task"] == report.PPL:
             continue
         modes = [side[1] for side in (claim["a"], claim["b"]) if side[0] == encoder]
-        for mode, budget, seed in product(modes, report.budgets(spec, claim["task"]), spec["seeds"]):
-            name = report.cell_name(claim["task"], run, mode, budget["examples"], seed)
+        for mode, budget, seed in product(modes, sweep.budgets(spec, claim["task"]), spec["seeds"]):
+            name = sweep.cell_name(claim["task"], run, mode, budget["examples"], seed)
             examples = "null" if budget["examples"] is None else budget["examples"]
             lr = [f"finetune.lr={budget['lr']}"] if budget.get("lr") is not None else []
             jobs.append(Job("finetune", name, (
@@ -137,14 +138,14 @@ def plan(spec: dict[str, Any], without: set[str] = frozenset()) -> list[Job]:
     two claims share runs once; nothing for the claims on tasks `without` data."""
     claims = [c for c in spec["claims"] if c["task"] not in without]
     named = list(dict.fromkeys(side[0] for c in claims for side in (c["a"], c["b"])))
-    trained = [e for e in named if e != report.SCRATCH]
+    trained = [e for e in named if e != sweep.SCRATCH]
 
     def pretrain(encoder: str, steps: int) -> Job:
-        name = report.encoder_name(encoder, steps)
+        name = sweep.encoder_name(encoder, steps)
         return Job("pretrain", name, (f"name={name}", f"pretrain.max_steps={steps}"),
                    (*spec["encoders"][encoder], *spec.get("pretrain_overrides", [])))
 
-    jobs = [pretrain(report.SCRATCH, 0)] if report.SCRATCH in named else []
+    jobs = [pretrain(sweep.SCRATCH, 0)] if sweep.SCRATCH in named else []
     for steps in spec["pretrain_steps"]:
         jobs += [pretrain(e, steps) for e in trained]
         jobs += [job for e in named for job in cells(spec, claims, steps, e)]
@@ -219,15 +220,16 @@ def run_all(jobs: list[Job], common: list[str], work_dir: Path, workers: int) ->
 
 @stage.main(own_output=True)  # into scaling.work_dir and scaling.report_dir, checked here
 def run(cfg: DictConfig) -> None:
-    columns = OmegaConf.to_container(cfg.ablations.columns, resolve=True)
+    ablations = OmegaConf.to_container(cfg.ablations, resolve=True)  # the study: its columns and the paper's numbers
     grid = OmegaConf.to_container(cfg.scaling, resolve=True) if "scaling" in cfg else None
-    spec = check_grid(grid, columns, cfg.profile_name)
+    spec = check_grid(grid, ablations["columns"], cfg.profile_name)
+    papers = sweep.paper_effects(spec, ablations)
     work_dir, report_dir = Path(spec["work_dir"]), Path(spec["report_dir"])
     for folder in (work_dir, report_dir):
         check_writable(folder)
     link_inputs(Path(cfg.data_dir), work_dir)
     overrides, _ = stage.composed_overrides()
-    without = {c["task"]: why for c in spec["claims"] if (why := report.no_data(work_dir, c["task"])) is not None}
+    without = {c["task"]: why for c in spec["claims"] if (why := sweep.no_data(work_dir, c["task"])) is not None}
     for task, why in without.items():
         log.info("%s: no data (%s): its cells are not measured", task, why)
     jobs = plan(spec, set(without))
@@ -237,7 +239,7 @@ def run(cfg: DictConfig) -> None:
     if spec["report_only"]:
         log.info("scaling.report_only: the report of the %d of %d planned runs finished so far, starting none",
                  finished, len(jobs))
-    found = report.rows(spec, work_dir, columns, OmegaConf.to_container(cfg.ablations.bootstrap, resolve=True))
+    found = report.rows(spec, work_dir, ablations["columns"], ablations["bootstrap"], papers)
     written = report.write(report_dir, spec, found, cfg.profile_name, git_commit(), (finished, len(jobs)))
     if cfg.logger.kind == "wandb":  # the CSV's rows and the figures, in group "scaling"
         log_report(cfg.logger, "scaling", f"scaling-{cfg.profile_name}", spec, lambda wandb: {

@@ -2,6 +2,7 @@
 (tests/report_data.py): a clear win is reproduced, a reversed one contradicted, a tie unresolved, a missing
 side not measured; the intervals are `bertlab.report.stats.compare`'s on the cells' per-item files."""
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from bertlab.errors import UserError
 from bertlab.report import collect, stats
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.markdown import findings_section
+from bertlab.report.tables import paper_effect
 from bertlab.stage import CONF_DIR
 from tests.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, write_data
 
@@ -160,9 +162,13 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     md = "\n".join(findings_section(FAST, list(found.values())))
     assert "does not hold" not in md and "holds" not in md
     assert "| MRPC | BERT_BASE | No NSP | +27.0 [+" in md
-    assert "| 200 × 3/1 | 300 updates, 4,800 examples | **reproduced** |" in md
-    assert "| MRPC | BERT_BASE | LTR & No NSP | -15.0 [" in md and "**contradicted** |" in md
-    assert "| SST-2 | BERT_BASE | No NSP | +0.0 [-" in md and "**unresolved at this scale** |" in md
+    # each verdict in bold, then what its interval says of the paper's A - B (Table 5: MRPC +0.2, SST-2 +0.1)
+    assert ("| 200 × 3/1 | 300 updates, 4,800 examples | **reproduced**; the paper's +0.2 is outside the interval "
+            "(below it); a side is at its floor, where effects are compressed |") in md  # No NSP's 55: at its 60 floor
+    assert "| MRPC | BERT_BASE | LTR & No NSP | -15.0 [" in md and "**contradicted**; the paper's +9.2 is outside" in md
+    assert "| SST-2 | BERT_BASE | No NSP | +0.0 [-" in md
+    assert "**unresolved at this scale**; the interval admits the paper's +0.1 |" in md
+    assert "**reproduced**; a side is at its floor, where effects are compressed |" in md  # BERT vs scratch, MRPC
     assert "| MNLI-m | BERT_BASE | No NSP | — | — | — | **not measured** (BERT_BASE: no data; No NSP: not run) |" in md
     assert ("### 6. Pretrained features carry more than a never-trained encoder's: a linear probe on frozen "
             "last-layer features (ours, not the paper's) (probes): not measured (not run)\n\n### 7.") in md
@@ -171,6 +177,7 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     assert md.count("cover held-out instances only: each encoder has one pretraining run") == 2  # size, unigram
     assert "| LM ppl | BERT_BASE | 0.5 × unigram | 0.044 [0.04" in md
     assert "(1000 draws" in md
+    assert "the paper's is outside it (above it: the effect here is smaller than the paper's" in md  # the legend
 
 
 def test_claims_json_holds_every_contrast_and_metrics_json_their_verdict_counts(tmp_path: Path) -> None:
@@ -182,8 +189,14 @@ def test_claims_json_holds_every_contrast_and_metrics_json_their_verdict_counts(
     mrpc = out["claims"]["nsp_helps"]["pairs"]["mrpc: bert vs nonsp"]
     assert (mrpc["estimate"], mrpc["verdict"], mrpc["n_items"]) == (27.0, "reproduced", 200)
     assert mrpc["low"] > 0 and mrpc["high"] > mrpc["estimate"]
+    assert (mrpc["paper_effect"], mrpc["paper_vs_interval"], mrpc["compressed"]) == (0.2, "below", True)
+    assert mrpc["reading"] == ("reproduced; the paper's +0.2 is outside the interval (below it); a side is at its "
+                               "floor, where effects are compressed")
     missing = out["claims"]["nsp_helps"]["pairs"]["mnli: bert vs nonsp"]
     assert (missing["estimate"], missing["low"], missing["verdict"]) == (None, None, "not measured")
+    assert (missing["paper_effect"], missing["paper_vs_interval"], missing["reading"]) == (0.5, None, "not measured")
+    scratch = out["claims"]["pretraining_helps"]["pairs"]["mrpc: bert vs scratch"]
+    assert (scratch["paper_effect"], scratch["paper_vs_interval"], scratch["compressed"]) == (None, None, True)
     assert out["claims"]["size_ppl"]["summary"].endswith("of 14 pairs")
     counts = headline(list(found.values()))
     verdicts = [p["verdict"] for c in out["claims"].values() for p in c["pairs"].values()]
@@ -208,3 +221,56 @@ def test_perplexity_against_a_multiple_of_its_unigram_floor(found, tmp_path: Pat
     no_bert = {k: v for k, v in PRETRAIN.items() if k != "bert"}
     (missing,) = claims(tmp_path / "none", pretrain=no_bert)["beyond_unigram"].pairs
     assert (missing.contrast.verdict, missing.reason) == (stats.NOT_MEASURED, "not run")
+
+
+# ---------------------------------------------------------------------------------------------- the paper's effect
+
+
+def test_the_paper_effect_is_the_difference_of_the_declared_rows() -> None:
+    assert paper_effect(SPEC, "table5", "bert-finetune", "nonsp-finetune", "qnli") == pytest.approx(88.4 - 84.9)
+    assert paper_effect(SPEC, "table7", "bert-concat_last_four", "bert-embeddings", "conll2003") == pytest.approx(5.1)
+    assert paper_effect(SPEC, "table5", "bert-finetune", "scratch-finetune", "sst2") is None  # no paper row
+    assert paper_effect(SPEC, "table5", "bert-finetune", "nonsp-finetune", "conll2003") is None  # not in Table 5
+    assert paper_effect(SPEC, "table6", "L12_H768_A12-finetune", "L3_H768_A12-finetune", "ppl") is None
+
+
+def test_an_interval_that_excludes_the_papers_effect_says_so(found) -> None:
+    mrpc = pair(found["nsp_helps"], "mrpc")  # +27 [+20, +34] on ours; the paper's No NSP costs 0.2
+    assert (mrpc.paper, mrpc.paper_vs_interval) == (pytest.approx(0.2), "below")
+    ltr = pair(found["mlm_beats_ltr"], "mrpc")  # -15 on ours; the paper's +9.2
+    assert (ltr.paper, ltr.paper_vs_interval) == (pytest.approx(9.2), "above")
+    assert ltr.reading == "contradicted; the paper's +9.2 is outside the interval (above it)"
+
+
+def test_an_unresolved_interval_still_says_whether_it_admits_the_papers_effect(found, tmp_path: Path) -> None:
+    tie = pair(found["nsp_helps"], "sst2")  # BERT 85, 86 against No NSP 85.5; the paper's +0.1
+    assert (tie.contrast.verdict, tie.paper_vs_interval) == (stats.UNRESOLVED, "inside")
+    assert tie.reading == "unresolved at this scale; the interval admits the paper's +0.1"
+    # had the paper found NSP worth 20 points of SST-2, the same tie would rule that out
+    spec = copy.deepcopy(FAST)
+    spec["tables"]["table5"]["rows"]["nonsp-finetune"]["paper"]["sst2"] = 72.7
+    far = pair(claims(tmp_path, spec=spec)["nsp_helps"], "sst2")
+    assert far.contrast == tie.contrast and far.paper == pytest.approx(20.0)
+    assert far.reading == "unresolved at this scale; the paper's +20.0 is outside the interval (above it)"
+
+
+def test_a_side_at_its_floor_flags_the_pair_compressed(found) -> None:
+    scratch = pair(found["pretraining_helps"], "mrpc")  # scratch predicts the majority class: its floor
+    assert (scratch.compressed, scratch.paper) == (True, None)
+    assert scratch.reading == "reproduced; a side is at its floor, where effects are compressed"
+    embeddings = pair(found["features_beat_embeddings"], "conll2003", "last", "embeddings")  # all "O": 0 F1
+    assert embeddings.compressed and embeddings.paper == pytest.approx(94.9 - 91.0)
+    assert embeddings.paper_vs_interval == "below"
+    assert not pair(found["mlm_beats_ltr"], "mrpc").compressed  # 82 vs 97, both above the 60 floor
+    assert pair(found["nsp_helps"], "mrpc").compressed  # No NSP's 55: at its floor
+    below = pair(found["size_sst2"], "sst2", "L12_H768_A12", "L3_H768_A12")  # L3's SST-2 30.0, below its 60.0 floor
+    assert below.compressed and below.paper == pytest.approx(92.9 - 88.4)
+
+
+def test_perplexity_pairs_have_no_paper_effect(found) -> None:
+    """The paper's perplexities are on another tokenizer and corpus: no effect to set beside ours."""
+    ppl = pair(found["size_ppl"], "ppl", "L12_H768_A12", "L3_H768_A12")
+    assert ppl.contrast.verdict == stats.REPRODUCED and (ppl.paper, ppl.paper_vs_interval) == (None, None)
+    assert ppl.reading == stats.REPRODUCED
+    (unigram,) = found["beyond_unigram"].pairs
+    assert (unigram.paper, unigram.compressed, unigram.reading) == (None, False, stats.REPRODUCED)

@@ -221,6 +221,20 @@ def test_stage_outputs(built) -> None:
     assert "second_to_last" not in metrics["table7"]
 
 
+def test_the_findings_csv_sets_the_papers_effect_beside_each_interval(built) -> None:
+    rows = {(r["claim"], r["column"], r["A"], r["B"]): r for r in read_csv(built[1] / "ablations_findings.csv")}
+    nsp = rows["nsp_helps", "mrpc", "BERT_BASE", "No NSP"]  # +27 on ours, No NSP at its floor; the paper's +0.2
+    assert (nsp["verdict"], nsp["paper_effect"], nsp["paper_vs_interval"], nsp["compressed"]) == (
+        "reproduced", "0.2", "below", "True")
+    tie = rows["nsp_helps", "sst2", "BERT_BASE", "No NSP"]
+    assert (tie["verdict"], tie["paper_effect"], tie["paper_vs_interval"], tie["compressed"]) == (
+        "unresolved at this scale", "0.1", "inside", "False")
+    ppl = rows["size_ppl", "ppl", "12/768/12", "3/768/12"]  # the paper's perplexities: not comparable
+    assert (ppl["verdict"], ppl["paper_effect"], ppl["paper_vs_interval"]) == ("reproduced", "", "")
+    missing = rows["nsp_helps", "mnli", "BERT_BASE", "No NSP"]
+    assert (missing["paper_effect"], missing["paper_vs_interval"]) == ("0.5", "")
+
+
 def test_curves_are_grouped_and_labelled_by_the_objectives_name_and_properties(tmp_path: Path) -> None:
     """A variant objective under its own name gets its own curve file and panel, its loss named by what it is."""
     from bertlab.report.plots import loss_label

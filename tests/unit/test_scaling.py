@@ -14,8 +14,10 @@ import pytest
 
 from bertlab.errors import UserError
 from bertlab.report import scaling as report
+from bertlab.report import sweep
 from bertlab import scaling
 from bertlab.scaling import check_grid, forwarded, plan
+from bertlab.stage import CONF_DIR
 from tests.report_data import heldout, items
 
 COLUMNS = {"sst2": {"split": "validation", "metric": "accuracy"}, "conll2003": {"split": "validation", "metric": "f1"}}
@@ -31,6 +33,7 @@ SPEC: dict[str, Any] = {
                 "a": ["bert", "concat_last_four"], "b": ["bert", "embeddings"]}],
 }
 BOOTSTRAP = {"draws": 500, "seed": 0}
+PAPERS = {"concat": 96.1 - 91.0}  # Table 7's concat last four - embeddings (`sweep.paper_effects`)
 
 
 def test_the_plan_pretrains_each_budget_and_runs_each_cell_once() -> None:
@@ -79,9 +82,9 @@ def test_a_ppl_claim_compares_held_out_perplexity_on_the_same_instances(tmp_path
         (tmp_path / "pretrain" / name / "heldout_items.json").write_text(json.dumps(heldout(name, ppl)))
         (tmp_path / "pretrain" / name / "metrics.json").write_text(json.dumps(
             {"train_tokens": 1024, "heldout_ppl": ppl, "heldout_unigram_ppl": 1000.0}))
-    found = [r for r in report.rows(NSP, tmp_path, {"squad": {"split": "validation", "metric": "f1"}}, BOOTSTRAP)
+    found = [r for r in report.rows(NSP, tmp_path, {"squad": {"split": "validation", "metric": "f1"}}, BOOTSTRAP, {})
              if r.claim["id"] == "depth"]
-    assert [(r.steps, r.budget) for r in found] == [(2, report.HELDOUT), (4, report.HELDOUT)]
+    assert [(r.steps, r.budget) for r in found] == [(2, sweep.HELDOUT), (4, sweep.HELDOUT)]
     two = found[0]
     assert (two.a, two.b, two.metric, two.ratios) == ("bert-2", "L6-2", "ppl", (0.2, 0.3))
     assert two.contrast.estimate == pytest.approx(-100.0, rel=1e-6) and two.contrast.verdict == "reproduced"
@@ -125,7 +128,7 @@ def test_only_the_sweeps_own_settings_and_data_dir_stay_behind() -> None:
 
 def cell(work: Path, task: str, encoder: str, mode: str, examples: int | None, seed: int, score: float) -> None:
     """A finished fine-tuning run of the sweep scoring `score`% (its metrics.json and items.json)."""
-    name = report.cell_name(task, encoder, mode, examples, seed)
+    name = sweep.cell_name(task, encoder, mode, examples, seed)
     per_item = items(name, task, score)
     record = {"name": name, "encoder": encoder, "task": task, "seed": seed, "mode": mode, "features": None,
               "bilstm": False, "status": "ok", "metrics": {"validation": {per_item["metric"]: float(score)}}}
@@ -151,7 +154,7 @@ def work(tmp_path: Path) -> Path:
 
 
 def test_each_claim_and_budget_pair_gets_its_paired_verdict(work: Path) -> None:
-    rows = {(r.claim["id"], r.steps, r.budget["examples"]): r for r in report.rows(SPEC, work, COLUMNS, BOOTSTRAP)}
+    rows = {(r.claim["id"], r.steps, r.budget["examples"]): r for r in report.rows(SPEC, work, COLUMNS, BOOTSTRAP, {})}
     assert len(rows) == 2 * 2 * 2
     helps = rows["pretraining_sst2", 2, 32]
     assert (helps.a, helps.b, helps.metric) == ("bert-2 finetune", "scratch finetune", "accuracy")
@@ -170,13 +173,13 @@ def test_each_claim_and_budget_pair_gets_its_paired_verdict(work: Path) -> None:
 def test_a_task_without_data_is_not_measured_with_its_reason(work: Path) -> None:
     (work / "download" / "tasks" / "conll2003").mkdir(parents=True)
     (work / "download" / "tasks" / "conll2003" / "NO_DATA").write_text("eriktks/conll2003: not in the mirror\n")
-    concat = [r for r in report.rows(SPEC, work, COLUMNS, BOOTSTRAP) if r.claim["id"] == "concat"]
+    concat = [r for r in report.rows(SPEC, work, COLUMNS, BOOTSTRAP, {}) if r.claim["id"] == "concat"]
     assert {r.contrast.verdict for r in concat} == {"not measured"}
     assert {r.reason for r in concat} == {"conll2003: no data (eriktks/conll2003: not in the mirror)"}
 
 
 def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
-    found = report.rows(SPEC, work, COLUMNS, BOOTSTRAP)
+    found = report.rows(SPEC, work, COLUMNS, BOOTSTRAP, PAPERS)
     written = report.write(tmp_path / "reports", SPEC, found, "smoke", "abc1234", (9, 27))
     assert sorted(p.relative_to(tmp_path / "reports").as_posix() for p in written) == [
         "scaling.csv", "scaling.md", "scaling/concat.csv", "scaling/concat.png", "scaling/pretraining_sst2.csv",
@@ -187,17 +190,23 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     assert ",reproduced,200,2/2,450.0,900.0," in lines[1]
     # each side's mean over seeds beside the floor of the same items (majority class: 60.0), scratch's 61.0 at it
     # ... and each side's held-out perplexity over its unigram floor (scratch: never pretrained)
-    assert lines[1].endswith(",91.0,61.0,60.0,above floor,at floor,0.5,")
+    # ... and the paper's A - B (none for scratch), where it lies against the interval, and a side at its floor
+    assert lines[1].endswith(",91.0,61.0,60.0,above floor,at floor,0.5,,,,True")
+    concat = next(line for line in lines if line.startswith("concat,bert-2 concat_last_four,bert-2 embeddings,"))
+    assert concat.endswith(",5.1,above,False")  # -40 on ours: the paper's +5.1 is above the interval
     text = (tmp_path / "reports" / "scaling.md").read_text()
     assert "**An interim report: 9 of the sweep's 27 runs are finished**" in text
     report.write(tmp_path / "whole", SPEC, found, "smoke", "abc1234", (27, 27))
     assert "interim" not in (tmp_path / "whole" / "scaling.md").read_text()
-    assert "| 2 steps, 2.46M tokens | 0.500 / — | +30.0 [" in text and "] reproduced (91.0 vs 61.0; B **at floor**) |" in text
+    assert "| 2 steps, 2.46M tokens | 0.500 / — | +30.0 [" in text
+    assert "] reproduced; a side is at its floor, where effects are compressed (91.0 vs 61.0; B **at floor**) |" in text
     assert "Floor (the floor): 60.0." in text
     assert "| 4 steps, not run | — / — | not measured: bert-4 finetune: not run |" in text
     assert "| pretraining | held-out ppl / unigram (A / B) | 32 examples | all examples (lr 0.0001) |" in text
     assert ("| Pretraining helps: SST-2 | 32 examples | reproduced at every budget measured (2.46M tokens); 1 of 2 "
-            "budgets measured |") in text
+            "budgets measured | none |") in text
+    assert "contradicted; the paper's +5.1 is outside the interval (above it) (40.0 vs 80.0) |" in text
+    assert "The paper's A − B: +5.1." in text and "The paper's A − B: none." in text
     assert "| concat beats embeddings | all examples (lr 0.0001) | not measured |" in text
     points = (tmp_path / "reports" / "scaling" / "pretraining_sst2.csv").read_text().splitlines()
     assert points[0] == ",".join(report.PLOT_FIELDS) and len(points) == 1 + 2  # step 2's two budgets; step 4 not run
@@ -277,4 +286,46 @@ def test_each_profiles_grid_is_accepted_and_plans_its_runs(profile: str) -> None
     if profile == "gpu":  # the whole training set is one of the fine-tuning budgets
         assert None in [b["examples"] for b in spec["finetune_budgets"]]
     if profile == "cpu":  # fine-tuning budgets up to a large share of the training set (QNLI: 32k of 105k)
-        assert max(b["examples"] for b in report.budgets(spec, "qnli")) >= 32_000
+        assert max(b["examples"] for b in sweep.budgets(spec, "qnli")) >= 32_000
+
+
+def declared(name: str) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / name))
+
+
+def test_each_claims_paper_effect_is_looked_up_in_the_studys_declaration() -> None:
+    """conf/scaling/base.yaml names the rows; conf/ablations/default.yaml holds the paper's numbers."""
+    effects = sweep.paper_effects(declared("scaling/base.yaml"), declared("ablations/default.yaml"))
+    assert effects["nsp_qnli"] == pytest.approx(88.4 - 84.9)  # Table 5, QNLI: +3.5
+    assert effects["concat_beats_embeddings"] == pytest.approx(96.1 - 91.0)  # Table 7
+    assert effects["depth_sst2_12_6"] == pytest.approx(92.9 - 91.3)  # Table 6, 12 vs 6 layers
+    assert effects["mlm_beats_ltr_squad"] == pytest.approx(88.5 - 77.8)
+    assert effects["depth_qnli_12_6"] is None  # Table 6 has no QNLI
+    assert effects["depth_ppl_12_6"] is None  # the paper's perplexities are not comparable with ours
+    assert effects["pretraining_sst2"] is None  # no `paper`: never-pretrained is ours, not the paper's
+
+
+def test_a_claims_paper_effect_goes_beside_each_interval(work: Path) -> None:
+    def at(paper: float) -> dict[tuple, report.Row]:
+        found = report.rows(SPEC, work, COLUMNS, BOOTSTRAP, {"pretraining_sst2": paper})
+        return {(r.claim["id"], r.steps, r.budget["examples"]): r for r in found}
+
+    near, far = at(3.5), at(30.0)
+    tie = near["pretraining_sst2", 2, None]  # 70 vs 70 on 200 items: an interval some points wide
+    assert report.stats.reading(tie.contrast, tie.paper, tie.compressed) == (
+        "unresolved at this scale; the interval admits the paper's +3.5")
+    tie = far["pretraining_sst2", 2, None]
+    assert report.stats.reading(tie.contrast, tie.paper, tie.compressed) == (
+        "unresolved at this scale; the paper's +30.0 is outside the interval (above it)")
+    assert near["pretraining_sst2", 2, 32].compressed and not tie.compressed  # scratch's 61.0: at its 60.0 floor
+    assert near["concat", 2, 32].paper is None  # a claim `papers` does not name
+
+
+@pytest.mark.parametrize("paper", [{"table": "table9", "a": "bert-finetune", "b": "nonsp-finetune"},
+                                   {"table": "table5", "a": "bert-finetune", "b": "bert-probe"}, "table5"])
+def test_a_bad_paper_reference_is_one_line_naming_it(paper: Any) -> None:
+    spec = {**SPEC, "claims": [{**SPEC["claims"][0], "paper": paper}]}
+    with pytest.raises(UserError, match=r"^scaling\.claims\[0\]\.paper=.*: expected \{table: a table of ablations"):
+        sweep.paper_effects(spec, declared("ablations/default.yaml"))

@@ -11,10 +11,8 @@ from typing import Any
 from bertlab.errors import UserError
 from bertlab.report import stats
 from bertlab.report.collect import NOT_RUN, NO_DATA, OK, Columns, Results
-from bertlab.report.tables import (encoder_of, in_row, matches, paper, preset_name, row_key, row_label, rows,
+from bertlab.report.tables import (PPL, encoder_of, in_row, matches, paper, preset_name, row_key, row_label, rows,
                                    table_names, tasks)
-
-PPL = "ppl"  # Table 6's held-out LM perplexity column; every other column is a task
 
 
 @dataclass(frozen=True)
@@ -60,12 +58,17 @@ class Cell:
         spread = f" ± {self.std:.{digits}f}" if self.std is not None else ""
         return f"{self.mean:.{digits}f}{spread} ({self.n} seed{'s' if self.n > 1 else ''})"
 
+    @property
+    def at_floor(self) -> bool:
+        """Whether the runs are at or below their floor (`with_floor`'s paired bootstrap): differences from this cell
+        are compressed, whatever the paper's."""
+        return self.floor_status in (stats.AT_FLOOR, stats.BELOW_FLOOR)
+
     def floor_text(self, digits: int = 1) -> str:
         """The floor's value, flagged when we are at or below it; "" when there is none."""
         if self.floor_value is None:
             return ""
-        flag = "" if self.floor_status in (stats.ABOVE_FLOOR, stats.NOT_MEASURED) else f", **{self.floor_status}**"
-        return f"{self.floor_value:.{digits}f}{flag}"
+        return f"{self.floor_value:.{digits}f}" + (f", **{self.floor_status}**" if self.at_floor else "")
 
 
 @dataclass(frozen=True)

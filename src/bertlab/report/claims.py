@@ -3,7 +3,9 @@
 A claim says "A is better than B" on some columns of one table; it expands into pairs (column, A, B): A and B are
 the cells of the rows (`<encoder>-<mode>`) its `better` and `than` name, or, with `by_size`, every two rows of the
 table whose models differ in non-embedding parameters, the larger as A. Its columns are its table's tasks, or its
-`columns`, and its `also`. Each pair gets A - B with its 95% interval and a verdict.
+`columns`, and its `also`. Each pair gets A - B with its 95% interval and a verdict, the paper's own A - B from the
+rows' `paper` numbers (where both have one; never for perplexity) and where it lies against the interval, and whether a
+side is at (or below) its floor, where effects are compressed.
 A claim with `floor_ratio: r` says instead that A's held-out perplexity is at most r times its unigram floor's (on
 the same positions): each pair gets that ratio with its interval over held-out instances.
 """
@@ -17,9 +19,10 @@ from typing import Any
 
 from bertlab.errors import UserError
 from bertlab.report import stats
-from bertlab.report.cells import PPL, Cell, side_cell
+from bertlab.report.cells import PPL, Cell, side_cell, with_floor
 from bertlab.report.collect import NOT_RUN, Results
-from bertlab.report.tables import encoder_of, row_key, row_label, rows, shape_size, table_names, tasks
+from bertlab.report.tables import (encoder_of, paper_effect, row_key, row_label, rows, shape_size, table_names,
+                                   tasks)
 from bertlab.study import SEP
 
 
@@ -41,10 +44,22 @@ class Pair:
     reason: str = ""  # why it was not measured
     ratio: bool = False  # the contrast is A's perplexity over B's (B: a multiple of A's floor), not A - B
     budget: str = ""  # the cells' fine-tuning budget (A's / B's where they differ)
+    paper: float | None = None  # the paper's own A - B (None: it gives no comparable number)
+    compressed: bool = False  # a side is at or below its floor
 
     @property
     def name(self) -> str:
         return f"{self.column}: {self.a.key} vs {self.b.key}"
+
+    @property
+    def paper_vs_interval(self) -> str | None:
+        """Where the paper's A - B lies against our interval: "inside", "above", "below", or None."""
+        return stats.against_paper(self.contrast, self.paper)
+
+    @property
+    def reading(self) -> str:
+        """The verdict with what the interval says of the paper's effect, and the floor's compression."""
+        return stats.reading(self.contrast, self.paper, self.compressed)
 
 
 @dataclass(frozen=True)
@@ -144,6 +159,14 @@ def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
 def check_claims(spec: dict[str, Any], results: Results) -> list[Finding]:
     """Every declared claim, each pair decided by a paired bootstrap over items and seeds."""
     bootstrap = spec.get("bootstrap", {})
+    found: dict[tuple[str, str], Cell] = {}
+
+    def cell(row: str, column: str) -> Cell:
+        """A side's cell with its floor status, each bootstrapped once however many pairs it is in."""
+        if (row, column) not in found:
+            found[row, column] = with_floor(side_cell(spec, results, row, column), bootstrap)
+        return found[row, column]
+
     findings, ids = [], set()
     for i, claim in enumerate(spec.get("claims", [])):
         where = f"ablations.claims[{i}]"
@@ -163,12 +186,14 @@ def check_claims(spec: dict[str, Any], results: Results) -> list[Finding]:
             sides = list(product(_sides(spec, claim, where, "better"), _sides(spec, claim, where, "than")))
         pairs = []
         for column, (a, b) in product(columns(spec, claim), sides):
-            cells = side_cell(spec, results, a.row, column), side_cell(spec, results, b.row, column)
+            cells = cell(a.row, column), cell(b.row, column)
             if column in claim.get("if_run", []) and any(c.status == NOT_RUN for c in cells):
                 continue
             result, reason = contrast(*cells, a.label, b.label, bootstrap)
             budgets = [c.budget for c in cells]
             budget = budgets[0] if budgets[0] == budgets[1] else " / ".join(x or "—" for x in budgets)
-            pairs.append(Pair(column, a, b, result, reason, budget=budget))
+            pairs.append(Pair(column, a, b, result, reason, budget=budget,
+                              paper=paper_effect(spec, table, a.row, b.row, column),
+                              compressed=any(c.at_floor for c in cells)))
         findings.append(Finding(claim["id"], table, claim["text"], tuple(pairs)))
     return findings

@@ -26,7 +26,12 @@ VERDICTS = (
     "perplexity, in perplexity, where lower is better: a negative difference is A's win) with its {level:.0%} "
     "paired-bootstrap interval ({draws} draws resampling the dev items, the same for A and B, and each side's "
     "seeds), and a verdict: **{r}** (the interval excludes 0 in the paper's direction), **{c}** (it excludes 0 the "
-    "other way), **{u}** (it includes 0), **{m}** (a side is missing, or its metric is not finite)."
+    "other way), **{u}** (it includes 0), **{m}** (a side is missing, or its metric is not finite). Beside it, what "
+    "the interval says of the paper's own A − B (from its numbers in the tables above): it admits it, or the paper's "
+    "is outside it (above it: the effect here is smaller than the paper's, or of the other sign; below it: larger), "
+    "which an unresolved verdict can still say; none where the paper has no number for a side, nor for perplexity "
+    "(the paper's is on another tokenizer and corpus). A side at (or below) its floor is flagged: there effects are "
+    "compressed."
 )
 PPL_NOTE = ("The perplexity intervals cover held-out instances only: each encoder has one pretraining run, so the "
             "variation between pretraining runs is not in them.")
@@ -126,7 +131,7 @@ def _difference(pair: Pair) -> str:
 def _pair_row(pair: Pair, label: dict[str, str]) -> list[str]:
     c = pair.contrast
     size = f"{c.n_items} × {c.runs_a}/{c.runs_b}" if c.n_items else "—"
-    verdict = f"**{c.verdict}**" + (f" ({pair.reason})" if pair.reason else "")
+    verdict = f"**{c.verdict}**{pair.reading.removeprefix(c.verdict)}" + (f" ({pair.reason})" if pair.reason else "")
     return [label.get(pair.column, "LM ppl"), pair.a.label, pair.b.label, _difference(pair), size,
             pair.budget or "—", verdict]
 

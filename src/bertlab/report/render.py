@@ -23,7 +23,7 @@ from bertlab.report.tables import table_names
 
 CSV_FIELDS = ("table", "row", "column", "paper", "mean", "std", "n", "status", "floor", "floor_status")
 FINDING_FIELDS = ("claim", "table", "text", "column", "A", "B", "estimate", "low", "high", "verdict", "n_items",
-                  "runs_a", "runs_b", "reason")
+                  "runs_a", "runs_b", "reason", "paper_effect", "paper_vs_interval", "compressed")
 
 VERDICT_KEYS = {REPRODUCED: "reproduced", CONTRADICTED: "contradicted", UNRESOLVED: "unresolved",
                 NOT_MEASURED: "not_measured"}  # metrics.json's keys: no spaces
@@ -60,7 +60,7 @@ def finding_rows(findings: list[Finding]) -> list[list[Any]]:
     """One row per pair of every claim, in FINDING_FIELDS order."""
     return [[f.id, f.table, f.text, p.column, p.a.label, p.b.label, _finite(p.contrast.estimate),
              _finite(p.contrast.low), _finite(p.contrast.high), p.contrast.verdict, p.contrast.n_items,
-             p.contrast.runs_a, p.contrast.runs_b, p.reason]
+             p.contrast.runs_a, p.contrast.runs_b, p.reason, _finite(p.paper), p.paper_vs_interval, p.compressed]
             for f in findings for p in f.pairs]
 
 
@@ -98,7 +98,9 @@ def details(tables: list[str], entries: list[Entry], findings: list[Finding]) ->
             p.name: {"estimate": _finite(p.contrast.estimate), "low": _finite(p.contrast.low),
                      "high": _finite(p.contrast.high), "verdict": p.contrast.verdict, "n_items": p.contrast.n_items,
                      "runs_a": p.contrast.runs_a, "runs_b": p.contrast.runs_b, "reason": p.reason,
-                     "finetuning": p.budget}
+                     "finetuning": p.budget, "paper_effect": _finite(p.paper),
+                     "paper_vs_interval": p.paper_vs_interval, "compressed": p.compressed,
+                     "reading": p.reading}
             for p in f.pairs}}
         for f in findings}
     return out

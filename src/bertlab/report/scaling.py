@@ -2,7 +2,8 @@
 at every pretraining budget x fine-tuning budget, with each side's held-out perplexity over its unigram floor. A claim
 on `ppl` compares two encoders' held-out perplexity on the same held-out instances (no fine-tuning).
 
-The sweep's runs are named here (`encoder_name`, `cell_name`), so the stage that runs them and this report agree.
+Beside each verdict: what its interval says of the paper's own A - B (the rows of the study's tables a claim's
+`paper` names, `bertlab.report.sweep.paper_effects`), and whether a side is at its floor, where effects are compressed.
 Writes `scaling.md` (where each claim resolves, then per claim its table and figure), `scaling.csv` (one row per
 claim x pretraining budget x fine-tuning budget), `scaling/<claim>.png` and `scaling/<claim>.csv` (the figure's
 points, for `dvc plots show`) into the report directory.
@@ -24,37 +25,14 @@ from bertlab.report.collect import NO_DATA, NOT_RUN, Results, read_items
 from bertlab.report.markdown import table
 from bertlab.report.plots import plot_budgets
 from bertlab.report.render import write_csv
+from bertlab.report.sweep import budgets, cell_name, encoder_name, no_data
 
 PLOT_FIELDS = ("tokens", "estimate", "low", "high", "verdict", "run")  # scaling/<claim>.csv (run: fine-tuning budget)
 FIELDS = ("claim", "A", "B", "task", "metric", "pretrain_steps", "tokens", "examples", "lr", "estimate", "low",
           "high", "verdict", "n_items", "seeds", "heldout_ppl", "heldout_unigram_ppl", "reason", "a_mean", "b_mean",
-          "floor", "a_floor_status", "b_floor_status", "a_heldout_ratio", "b_heldout_ratio")
-SCRATCH = "scratch"  # the one encoder of `scaling.encoders` never pretrained: one run, whatever the budget
-HELDOUT = {"examples": None, "heldout": True}  # a `ppl` claim's one "budget": the held-out set, no fine-tuning
+          "floor", "a_floor_status", "b_floor_status", "a_heldout_ratio", "b_heldout_ratio", "paper_effect",
+          "paper_vs_interval", "compressed")
 UNMEASURED = stats.Contrast(math.nan, math.nan, math.nan, stats.NOT_MEASURED, 0, 0, 0)
-
-
-def encoder_name(encoder: str, steps: int) -> str:
-    """The sweep's pretraining run of `encoder` at a budget of `steps`: `<encoder>-<steps>`, or `scratch`."""
-    return SCRATCH if encoder == SCRATCH else f"{encoder}-{steps}"
-
-
-def budget_label(examples: int | None) -> str:
-    """A fine-tuning budget in run names and tables: its training examples, or `all`."""
-    return "all" if examples is None else str(examples)
-
-
-def budgets(spec: dict[str, Any], task: str) -> list[dict[str, Any]]:
-    """`task`'s fine-tuning budgets: its own under `task_budgets`, else the sweep's `finetune_budgets`; `ppl`'s one
-    pseudo-budget, the held-out set."""
-    if task == PPL:
-        return [HELDOUT]
-    return (spec.get("task_budgets") or {}).get(task) or spec["finetune_budgets"]
-
-
-def cell_name(task: str, encoder: str, mode: str, examples: int | None, seed: int) -> str:
-    """The sweep's fine-tuning run `<task>-<encoder run>-<mode>-<examples>-<seed>`."""
-    return f"{task}-{encoder}-{mode}-{budget_label(examples)}-{seed}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +49,12 @@ class Row:
     contrast: stats.Contrast
     reason: str
     cells: tuple[Cell, Cell] = (Cell(NOT_RUN), Cell(NOT_RUN))  # A's and B's, each with its floor on the same items
+    paper: float | None = None  # the paper's own A - B (None: it gives no comparable number)
+
+    @property
+    def compressed(self) -> bool:
+        """Whether a side is at or below its floor, where effects are compressed."""
+        return any(c.at_floor for c in self.cells)
 
     @property
     def trained(self) -> dict[str, Any]:
@@ -98,12 +82,6 @@ def ratio(pretrain: dict[str, Any]) -> float | None:
     return ppl / unigram if ppl is not None and unigram else None
 
 
-def no_data(work_dir: Path, task: str) -> str | None:
-    """Why `task` has no data (the note the download stage leaves in its folder), or None if it has."""
-    note = work_dir / "download" / "tasks" / task / "NO_DATA"
-    return note.read_text().strip() if note.exists() else None
-
-
 def read_cell(finetune_dir: Path, names: list[str], task: str, columns: dict[str, Any]) -> Cell:
     """The cell of the fine-tuning runs `names` (seeds) that exist, as the ablations report reads a cell."""
     runs = [finetune_dir / n for n in names if (finetune_dir / n / "metrics.json").exists()]
@@ -120,8 +98,10 @@ def read_encoder(pretrain_dir: Path, name: str) -> tuple[dict[str, Any], Cell]:
     return metrics, pretrain_cell(Results([], {}, {name: metrics} if metrics else {}, heldout, {}, {}, ""), name)
 
 
-def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstrap: dict[str, Any]) -> list[Row]:
-    """Every claim of `spec` (the `scaling` config) at every budget pair, decided on the runs under `work_dir`."""
+def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstrap: dict[str, Any],
+         papers: dict[str, float | None]) -> list[Row]:
+    """Every claim of `spec` (the `scaling` config) at every budget pair, decided on the runs under `work_dir`, beside
+    its effect in the paper (`papers`, by claim id: `sweep.paper_effects`)."""
     out = []
     for claim in spec["claims"]:
         task = claim["task"]
@@ -143,7 +123,8 @@ def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstra
                     result, reason = contrast(cell_a, cell_b, a, b, bootstrap)
                 else:  # nothing ran: one reason for both sides
                     result, reason = UNMEASURED, f"{task}: {NO_DATA} ({why})"
-                out.append(Row(claim, a, b, metric, steps, budget, pretrain, result, reason, (cell_a, cell_b)))
+                out.append(Row(claim, a, b, metric, steps, budget, pretrain, result, reason, (cell_a, cell_b),
+                               papers.get(claim["id"])))
     return out
 
 
@@ -158,7 +139,8 @@ def csv_rows(found: list[Row]) -> list[list[Any]]:
              r.contrast.verdict, r.contrast.n_items, f"{r.contrast.runs_a}/{r.contrast.runs_b}",
              _number(r.trained.get("heldout_ppl")), _number(r.trained.get("heldout_unigram_ppl")), r.reason,
              *(_number(c.mean) for c in r.cells), _number(_floored(r).floor_value),
-             *(c.floor_status for c in r.cells), *(_number(x) for x in r.ratios)]
+             *(c.floor_status for c in r.cells), *(_number(x) for x in r.ratios), _number(r.paper),
+             stats.against_paper(r.contrast, r.paper), r.compressed]
             for r in found]
 
 
@@ -218,10 +200,10 @@ def _verdict(row: Row) -> str:
     c = row.contrast
     if c.verdict == stats.NOT_MEASURED:
         return f"{stats.NOT_MEASURED}: {row.reason}" if row.reason else stats.NOT_MEASURED
-    flags = [f"{side} **{cell.floor_status}**" for side, cell in zip("AB", row.cells)
-             if cell.floor_status not in (stats.ABOVE_FLOOR, stats.NOT_MEASURED)]
+    flags = "".join(f"; {side} **{cell.floor_status}**" for side, cell in zip("AB", row.cells) if cell.at_floor)
     means = " vs ".join(f"{cell.mean:.1f}" for cell in row.cells)
-    return f"{c.estimate:+.1f} [{c.low:+.1f}, {c.high:+.1f}] {c.verdict} ({means}{''.join('; ' + f for f in flags)})"
+    reading = stats.reading(c, row.paper, row.compressed)
+    return f"{c.estimate:+.1f} [{c.low:+.1f}, {c.high:+.1f}] {reading} ({means}{flags})"
 
 
 def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, runs: tuple[int, int]) -> str:
@@ -236,19 +218,25 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
         f"schedule ending at its budget); fine-tuning budgets {shared}"
         + "".join(f" ({t}: {', '.join(map(_budget_header, b))})" for t, b in own.items()) + "; "
         f"seeds {', '.join(map(str, spec['seeds']))}. Each cell: A − B on the dev set (points), its 95% paired-"
-        "bootstrap interval over dev items and seeds, and the verdict on the paper's direction. Held-out ppl / "
-        "unigram: the pretrained encoder's held-out perplexity over the unigram floor of the same positions.", "",
+        "bootstrap interval over dev items and seeds, and the verdict on the paper's direction, with what the "
+        "interval says of the paper's own A − B (outside it, even an unresolved verdict says the effect here is "
+        "smaller or larger than the paper's) and whether a side is at its floor, where effects are compressed. "
+        "Held-out ppl / unigram: the pretrained encoder's held-out perplexity over the unigram floor of the same "
+        "positions.", "",
     ]
     if runs[0] < runs[1]:
         lines += [f"**An interim report: {runs[0]} of the sweep's {runs[1]} runs are finished**; a cell without its "
                   "runs is \"not measured\". Rerun the command to go on.", ""]
-    summary = [[claim["text"], _budget_header(b),
-                settles([r for r in found if r.claim["id"] == claim["id"] and r.budget == b])]
-               for claim in spec["claims"] for b in budgets(spec, claim["task"])]
+    summary = []
+    for claim in spec["claims"]:
+        for b in budgets(spec, claim["task"]):
+            line = [r for r in found if r.claim["id"] == claim["id"] and r.budget == b]
+            summary.append([claim["text"], _budget_header(b), settles(line), _paper(line[0].paper)])
     lines += ["## Where each claim resolves", "",
               "Along the pretraining budgets, at each fine-tuning budget: the verdict a claim keeps from some budget "
               "on to the largest measured (what it was below), or \"not within the budgets run\" while the "
-              "largest is unresolved.", "", *table(["claim", "fine-tuning budget", "where it resolves"], summary), ""]
+              "largest is unresolved.", "",
+              *table(["claim", "fine-tuning budget", "where it resolves", "the paper's A − B"], summary), ""]
     for claim in spec["claims"]:
         mine = [r for r in found if r.claim["id"] == claim["id"]]
         scored = next((c for c in map(_floored, mine) if c.floor_value is not None), Cell(NOT_RUN))
@@ -257,7 +245,8 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
         lines += [f"## {claim['text']}", "",
                   f"A − B, {mine[0].metric}: {_side(claim['a'])} vs {_side(claim['b'])} on {what}, then A's and "
                   f"B's means over seeds.{floor} A side the bootstrap cannot tell from the floor on the same items is "
-                  "flagged.", "", f"![{claim['id']}](scaling/{claim['id']}.png)", ""]
+                  f"flagged. The paper's A − B: {_paper(mine[0].paper)}.", "",
+                  f"![{claim['id']}](scaling/{claim['id']}.png)", ""]
         grid = []
         for steps in spec["pretrain_steps"]:
             at = [r for r in mine if r.steps == steps]
@@ -266,6 +255,11 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
         header = ["pretraining", "held-out ppl / unigram (A / B)", *map(_budget_header, budgets(spec, claim["task"]))]
         lines += [*table(header, grid), ""]
     return "\n".join(lines)
+
+
+def _paper(effect: float | None) -> str:
+    """The paper's A - B, or "none" (no row of the paper for a side, or perplexity: not comparable)."""
+    return "none" if effect is None else f"{effect:+.1f}"
 
 
 def _side(side: list[str]) -> str:

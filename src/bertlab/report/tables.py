@@ -7,6 +7,8 @@ from typing import Any
 
 from bertlab.study import cell_name, split_row
 
+PPL = "ppl"  # Table 6's held-out LM perplexity column; every other column is a task
+
 
 def table_names(spec: dict[str, Any]) -> list[str]:
     """The tables, in the declaration's order."""
@@ -38,6 +40,16 @@ def paper(spec: dict[str, Any], table: str, row: dict[str, Any]) -> dict[str, fl
     """The paper's numbers of a row by column (a number alone: the table's one task's)."""
     value = row.get("paper") or {}
     return value if isinstance(value, dict) else {tasks(spec, table)[0]: value}
+
+
+def paper_effect(spec: dict[str, Any], table: str, a: str, b: str, column: str) -> float | None:
+    """The paper's own A - B in `column` between rows `a` and `b` (`<encoder>-<mode>`) of `table`; None where either
+    row lacks the number, and for perplexity (the paper's is on another tokenizer and corpus: not comparable)."""
+    if column == PPL:
+        return None
+    table_rows = rows(spec, table)
+    numbers = [paper(spec, table, table_rows.get(r, {})).get(column) for r in (a, b)]
+    return None if None in numbers else numbers[0] - numbers[1]
 
 
 def encoder_of(name: str) -> str:
