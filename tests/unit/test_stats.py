@@ -1,7 +1,6 @@
 """Paired-bootstrap statistics: metrics rebuilt from per-item columns equal the official ones, and each verdict."""
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -201,13 +200,6 @@ def test_interval_covers_the_true_difference_95_percent_of_the_time() -> None:
         c = stats.compare(a, b, "classification", "accuracy", draws=600, seed=i)
         covered += c.low <= 5.0 <= c.high
     assert 0.91 <= covered / 300 <= 0.98
-
-
-def test_compare_is_fast_at_mnli_scale(rng) -> None:
-    a, b = accuracy_sides(rng, 0.8, 0.79, n=5463)
-    start = time.perf_counter()
-    stats.compare(a, b, "classification", "accuracy", draws=2000)
-    assert time.perf_counter() - start < 2.0  # ~0.2 s alone on a 2-core machine; the report calls it ~100 times
 
 
 def _lm(loss_per_position: np.ndarray, count: int = 10) -> dict[str, np.ndarray]:
