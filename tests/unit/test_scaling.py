@@ -321,6 +321,10 @@ def test_a_claims_paper_effect_goes_beside_each_interval(work: Path) -> None:
         "unresolved at this scale; the paper's +30.0 is outside the interval (above it)")
     assert near["pretraining_sst2", 2, 32].compressed and not tie.compressed  # scratch's 61.0: at its 60.0 floor
     assert near["concat", 2, 32].paper is None  # a claim `papers` does not name
+    # the summary sets the paper's effect against the interval of the largest pretraining budget measured
+    line = [r for (claim, _, budget), r in far.items() if claim == "pretraining_sst2" and budget is None]
+    assert report._paper_at_largest(line) == "+30.0: outside (above) the interval"
+    assert report._paper_at_largest([near["concat", 2, 32]]) == "none"
 
 
 @pytest.mark.parametrize("paper", [{"table": "table9", "a": "bert-finetune", "b": "nonsp-finetune"},

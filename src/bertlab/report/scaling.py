@@ -231,12 +231,14 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
     for claim in spec["claims"]:
         for b in budgets(spec, claim["task"]):
             line = [r for r in found if r.claim["id"] == claim["id"] and r.budget == b]
-            summary.append([claim["text"], _budget_header(b), settles(line), _paper(line[0].paper)])
+            summary.append([claim["text"], _budget_header(b), settles(line), _paper_at_largest(line)])
     lines += ["## Where each claim resolves", "",
               "Along the pretraining budgets, at each fine-tuning budget: the verdict a claim keeps from some budget "
               "on to the largest measured (what it was below), or \"not within the budgets run\" while the "
-              "largest is unresolved.", "",
-              *table(["claim", "fine-tuning budget", "where it resolves", "the paper's A − B"], summary), ""]
+              "largest is unresolved; beside it, the paper's own A − B and where it lies against the interval at "
+              "the largest budget measured (outside it, the effect here is smaller or larger than the paper's).", "",
+              *table(["claim", "fine-tuning budget", "where it resolves", "the paper's A − B: at the largest budget"],
+                     summary), ""]
     for claim in spec["claims"]:
         mine = [r for r in found if r.claim["id"] == claim["id"]]
         scored = next((c for c in map(_floored, mine) if c.floor_value is not None), Cell(NOT_RUN))
@@ -260,6 +262,15 @@ def markdown(spec: dict[str, Any], found: list[Row], profile: str, commit: str, 
 def _paper(effect: float | None) -> str:
     """The paper's A - B, or "none" (no row of the paper for a side, or perplexity: not comparable)."""
     return "none" if effect is None else f"{effect:+.1f}"
+
+
+def _paper_at_largest(line: list[Row]) -> str:
+    """The paper's A - B and where it lies against the interval of the largest pretraining budget measured."""
+    measured = [r for r in line if r.contrast.verdict != stats.NOT_MEASURED]
+    where = stats.against_paper(max(measured, key=lambda r: r.steps).contrast, line[0].paper) if measured else None
+    text = {"inside": "inside the interval", "above": "outside (above) the interval",
+            "below": "outside (below) the interval"}.get(where or "")
+    return _paper(line[0].paper) + (f": {text}" if text else "")
 
 
 def _side(side: list[str]) -> str:
