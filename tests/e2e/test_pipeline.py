@@ -119,15 +119,20 @@ def trained(before: dict[str, int], after: dict[str, int]) -> set[str]:
 
 
 def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path, run: Run) -> None:
-    conf = repo / "conf/objective/ltr.yaml"  # read by pretrain@ltr only; its encoder feeds one fine-tuning cell
+    conf = repo / "conf/objective/ltr.yaml"  # read by pretrain@ltr only; its encoder feeds the `ltr-*` rows' cells
     conf.write_text(conf.read_text().replace("whole_word_masking: false", "whole_word_masking: true"))
+    study = yaml.safe_load((repo / DECLARATION).read_text())
+    on_ltr = {f"{task}-{row}-1" for spec in study["tables"].values() for row in spec["rows"] if row.startswith("ltr-")
+              for task in spec["tasks"]}
     before = pipeline_files(repo)
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
-    # every cell depends on data/pretrain (a row's encoder is in its name only): each reruns, and only the one on
-    # `ltr` trains (squad-ltr-bilstm-1); the others find themselves finished (their run keys hold their encoders')
+    # every cell depends on data/pretrain (a row's encoder is in its name only): each reruns, and only those on
+    # `ltr` train (the slice's mrpc- and squad-ltr-bilstm-1); the others find themselves finished (their run keys
+    # hold their encoders')
     cells = {s for s in ran if s.startswith("finetune_")}
     assert ran - cells == {"configs", "pretrain@ltr", "ablations"}
-    assert trained(before, pipeline_files(repo)) == {"squad-ltr-bilstm-1"}
+    assert on_ltr == {"mrpc-ltr-bilstm-1", "squad-ltr-bilstm-1"}
+    assert trained(before, pipeline_files(repo)) == on_ltr
     speed = repo / "conf/impl/cpu.yaml"
     speed.write_text(speed.read_text().replace("num_workers: 0", "num_workers: 1"))
     assert stages_run(run(["dvc", "repro"], repo).stdout) == {"configs"}  # speed-only: no result reruns

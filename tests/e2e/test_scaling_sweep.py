@@ -172,8 +172,14 @@ def test_an_encoder_whose_weights_are_not_its_own_trains_again(damaged: dict[str
             next(line for line in output.splitlines() if said in line)], output[-3000:]
         assert f"{work / 'pretrain' / name} is finished" not in output
         record = json.loads((model.parent / "metrics.json").read_text())
-        assert file_digest(model) == record["files"]["model.pt"] and "trained_as" not in record  # trained again
+        assert file_digest(model) == record["files"]["model.pt"]  # trained again, or copied from an intact twin:
+        if "trained_as" in record:  # the tests' one tiny shape makes the depth study's encoders `bert`'s twins
+            twin = work / "pretrain" / record["trained_as"] / "model.pt"
+            assert record["trained_as"] not in damaged and twin.read_bytes() == model.read_bytes()
         cell = json.loads(cells[name].read_text())
         assert (cells[name].stat().st_mtime_ns == written[name]) == same[name] and "trained_as" not in cell
-    assert output.count("nothing to do") == sum(same.values())
+    # the damaged encoders' runs and their cells: "nothing to do" only for a cell whose encoder has its old bytes
+    runs = [*damaged, *(metrics.parent.name for metrics in cells.values())]
+    finished = re.compile(rf"/(?:{'|'.join(map(re.escape, runs))}) is finished with .*: nothing to do")
+    assert sum(bool(finished.search(line)) for line in output.splitlines()) == sum(same.values())
     assert same["scratch"] and (same["bert-4"] or not threads)  # seeded, not trained; one thread: the same sums
