@@ -117,3 +117,9 @@ def test_the_modules_import_each_other_without_a_loop() -> None:
 
     for module in graph:
         visit(module, [])
+
+
+def test_test_modules_have_unique_basenames() -> None:
+    """pytest imports test files by basename (tests/unit and tests/e2e are not packages): a repeat stops collection."""
+    names = [p.name for p in (SRC.parent / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
