@@ -406,3 +406,14 @@ def test_a_folder_in_the_way_of_a_report_file_stops_the_stage_before_anything_mo
     with pytest.raises(UserError, match="ablations.md is in the way of the report's file ablations.md"):
         ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
     assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == ["ablations.md"]
+
+
+def test_each_cells_floor_is_bootstrapped_once_for_the_tables_and_the_claims(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_data(tmp_path / "data")
+    calls: list[int] = []
+    real = stats.floor_status
+    monkeypatch.setattr(stats, "floor_status", lambda runs, *a, **k: calls.append(id(runs[0])) or real(runs, *a, **k))
+    ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
+    # distinct sides: every (row, column) a table shows or a claim compares; a row in two tables is one cell
+    assert calls and len(calls) == len(set(calls))

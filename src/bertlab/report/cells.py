@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -161,6 +162,22 @@ def with_floor(cell: Cell, bootstrap: dict[str, Any]) -> Cell:
     return replace(cell, floor_value=value if math.isfinite(value) else None, floor_status=status)
 
 
+CellOf = Callable[[str, str], Cell]
+
+
+def cell_lookup(spec: dict[str, Any], results: Results) -> CellOf:
+    """(row, column) -> its cell with its floor, bootstrapped once however many tables and claims show it."""
+    found: dict[tuple[str, str], Cell] = {}
+    bootstrap = spec.get("bootstrap", {})
+
+    def cell(row: str, column: str) -> Cell:
+        if (row, column) not in found:
+            found[row, column] = with_floor(side_cell(spec, results, row, column), bootstrap)
+        return found[row, column]
+
+    return cell
+
+
 def columns_of(table: str, spec: dict[str, Any]) -> list[str]:
     """A table's columns: its tasks, after the LM perplexity where it has one (`ppl`: Table 6)."""
     return ([PPL] if spec["tables"][table].get("ppl") else []) + tasks(spec, table)
@@ -176,18 +193,17 @@ def check_sizes(spec: dict[str, Any], results: Results) -> None:
                                 f"{run['preset']}, not {preset_name(row['shape'])}")
 
 
-def build_entries(spec: dict[str, Any], results: Results) -> list[Entry]:
-    """Every cell of every table, each with its floor."""
+def build_entries(spec: dict[str, Any], results: Results, cell: CellOf | None = None) -> list[Entry]:
+    """Every cell of every table, each with its floor (`cell`: a `cell_lookup` shared with the claims)."""
     check_sizes(spec, results)
-    bootstrap = spec.get("bootstrap", {})
+    cell = cell or cell_lookup(spec, results)
     entries = []
     for table in table_names(spec):
         for name, row in rows(spec, table).items():
             numbers = paper(spec, table, row)
             for column in columns_of(table, spec):
-                cell = with_floor(side_cell(spec, results, name, column), bootstrap)
                 entries.append(Entry(table, row_label(name, row), row_key(name, row), column, numbers.get(column),
-                                     cell))
+                                     cell(name, column)))
     names = [(e.table, e.key, e.column) for e in entries]
     if len(set(names)) != len(names):
         raise UserError("two rows of one table have the same key: give one of them a `key`")

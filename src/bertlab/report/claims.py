@@ -19,7 +19,7 @@ from typing import Any
 
 from bertlab.errors import UserError
 from bertlab.report import stats
-from bertlab.report.cells import PPL, Cell, side_cell, with_floor
+from bertlab.report.cells import PPL, Cell, CellOf, cell_lookup, side_cell
 from bertlab.report.collect import NOT_RUN, Results
 from bertlab.report.tables import (encoder_of, paper_effect, row_key, row_label, rows, shape_size, table_names,
                                    tasks)
@@ -156,16 +156,11 @@ def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
         raise UserError(f"{where}.by_size: the rows of {claim['table']} have no `shape`")
 
 
-def check_claims(spec: dict[str, Any], results: Results) -> list[Finding]:
-    """Every declared claim, each pair decided by a paired bootstrap over items and seeds."""
+def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = None) -> list[Finding]:
+    """Every declared claim, each pair decided by a paired bootstrap over items and seeds (`cell`: a `cell_lookup`
+    shared with the tables, so each side's floor is bootstrapped once)."""
     bootstrap = spec.get("bootstrap", {})
-    found: dict[tuple[str, str], Cell] = {}
-
-    def cell(row: str, column: str) -> Cell:
-        """A side's cell with its floor status, each bootstrapped once however many pairs it is in."""
-        if (row, column) not in found:
-            found[row, column] = with_floor(side_cell(spec, results, row, column), bootstrap)
-        return found[row, column]
+    cell = cell or cell_lookup(spec, results)
 
     findings, ids = [], set()
     for i, claim in enumerate(spec.get("claims", [])):

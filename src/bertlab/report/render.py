@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bertlab.files import write_json
-from bertlab.report.cells import Entry, build_entries
+from bertlab.report.cells import Entry, build_entries, cell_lookup
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.collect import Results
 from bertlab.report.ledger import ledger_section
@@ -111,8 +111,9 @@ def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commi
     """Write every report file into the empty directory `out`: ablations.md, ablations_<table>.csv (each table),
     ablations_findings.csv, metrics.json, claims.json, figures/*.png and pretrain_loss/<objective>.csv (step, run,
     loss: a `dvc plots` chart each); `recipe`: the run's deviations from the paper's recipe, one line each."""
-    entries = build_entries(spec, results)
-    findings = check_claims(spec, results)
+    cell = cell_lookup(spec, results)  # each cell's floor bootstrapped once, for the tables and the claims
+    entries = build_entries(spec, results, cell)
+    findings = check_claims(spec, results, cell)
     (out / "figures").mkdir()
     plots = {"table6": lambda p: plot_sizes(p, spec, results, entries),
              "table7": lambda p: plot_strategies(p, entries),
