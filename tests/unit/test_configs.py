@@ -117,8 +117,11 @@ def test_a_profile_that_redraws_the_grid_is_refused() -> None:
     cfg = compose_with("profile=smoke", "ablations.seeds=[1]")
     with pytest.raises(UserError, match=r"ablations.seeds: the profile 'smoke' changes its names, but dvc.yaml's"):
         read_study(cfg)
-    spec, policy = read_study(compose_with("profile=cpu"))
+    spec, policy = read_study(compose_with("profile=smoke"))
     assert spec["tables"] == DECLARED["tables"] and policy == DECLARED["cells"] == POLICY
+    spec, policy = read_study(compose_with("profile=cpu"))  # cpu leaves runs out with its own `cells`
+    assert spec["tables"] == DECLARED["tables"] and policy["seeds"] == POLICY["seeds"]
+    assert set(policy["skip"]) == {"mrpc", "L6_H768_A3", "L12_H1024_A16", "L24_H1024_A16"}
 
 
 def test_speed_settings_never_reach_a_key_file(tmp_path: Path) -> None:
@@ -208,8 +211,12 @@ def test_what_dvc_reads_or_sets_has_nothing_it_would_interpolate(path: str) -> N
 
 def test_the_size_study_rows_train_for_the_profiles_size_study_budget() -> None:
     row = compose_with("profile=cpu", *DECLARED["encoders"]["L3_H768_A12"])
-    assert (row.pretrain.max_steps, row.pretrain.warmup_steps) == (500, 250)
-    assert compose_with("profile=cpu", *DECLARED["encoders"]["bert"]).pretrain.max_steps == 2400
+    bert = compose_with("profile=cpu", *DECLARED["encoders"]["bert"]).pretrain
+    assert (row.pretrain.max_steps, row.pretrain.warmup_steps) == (2400, 120) == (bert.max_steps, bert.warmup_steps)
+    budget = ("pretrain.size_study_steps=77", "pretrain.size_study_warmup_steps=7")  # a profile's own size budget
+    row = compose_with("profile=cpu", *budget, *DECLARED["encoders"]["L3_H768_A12"]).pretrain
+    assert (row.max_steps, row.warmup_steps) == (77, 7)
+    assert compose_with("profile=cpu", *budget, *DECLARED["encoders"]["bert"]).pretrain.max_steps == 2400
 
 
 def test_a_run_by_hand_follows_params_yaml_unless_its_command_line_names_a_profile(tmp_path: Path, capsys) -> None:
