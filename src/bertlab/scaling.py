@@ -36,6 +36,7 @@ from bertlab import stage
 from bertlab.errors import UserError
 from bertlab.files import check_writable, require
 from bertlab.report import scaling as report
+from bertlab.report import scaling_rows
 from bertlab.report import sweep
 from bertlab.report.render import git_commit
 from bertlab.report.stats import NOT_MEASURED
@@ -239,7 +240,7 @@ def run(cfg: DictConfig) -> None:
     if spec["report_only"]:
         log.info("scaling.report_only: the report of the %d of %d planned runs finished so far, starting none",
                  finished, len(jobs))
-    found = report.rows(spec, work_dir, ablations["columns"], ablations["bootstrap"], papers)
+    found = scaling_rows.rows(spec, work_dir, ablations["columns"], ablations["bootstrap"], papers)
     written = report.write(report_dir, spec, found, cfg.profile_name, git_commit(), (finished, len(jobs)))
     if cfg.logger.kind == "wandb":  # the CSV's rows and the figures, in group "scaling"
         log_report(cfg.logger, "scaling", f"scaling-{cfg.profile_name}", spec, lambda wandb: {

@@ -14,6 +14,7 @@ import pytest
 
 from bertlab.errors import UserError
 from bertlab.report import scaling as report
+from bertlab.report import scaling_rows
 from bertlab.report import sweep
 from bertlab import scaling
 from bertlab.scaling import check_grid, forwarded, plan
@@ -82,7 +83,7 @@ def test_a_ppl_claim_compares_held_out_perplexity_on_the_same_instances(tmp_path
         (tmp_path / "pretrain" / name / "heldout_items.json").write_text(json.dumps(heldout(name, ppl)))
         (tmp_path / "pretrain" / name / "metrics.json").write_text(json.dumps(
             {"train_tokens": 1024, "heldout_ppl": ppl, "heldout_unigram_ppl": 1000.0}))
-    found = [r for r in report.rows(NSP, tmp_path, {"squad": {"split": "validation", "metric": "f1"}}, BOOTSTRAP, {})
+    found = [r for r in scaling_rows.rows(NSP, tmp_path, {"squad": {"split": "validation", "metric": "f1"}}, BOOTSTRAP, {})
              if r.claim["id"] == "depth"]
     assert [(r.steps, r.budget) for r in found] == [(2, sweep.HELDOUT), (4, sweep.HELDOUT)]
     two = found[0]
@@ -154,7 +155,7 @@ def work(tmp_path: Path) -> Path:
 
 
 def test_each_claim_and_budget_pair_gets_its_paired_verdict(work: Path) -> None:
-    rows = {(r.claim["id"], r.steps, r.budget["examples"]): r for r in report.rows(SPEC, work, COLUMNS, BOOTSTRAP, {})}
+    rows = {(r.claim["id"], r.steps, r.budget["examples"]): r for r in scaling_rows.rows(SPEC, work, COLUMNS, BOOTSTRAP, {})}
     assert len(rows) == 2 * 2 * 2
     helps = rows["pretraining_sst2", 2, 32]
     assert (helps.a, helps.b, helps.metric) == ("bert-2 finetune", "scratch finetune", "accuracy")
@@ -173,13 +174,13 @@ def test_each_claim_and_budget_pair_gets_its_paired_verdict(work: Path) -> None:
 def test_a_task_without_data_is_not_measured_with_its_reason(work: Path) -> None:
     (work / "download" / "tasks" / "conll2003").mkdir(parents=True)
     (work / "download" / "tasks" / "conll2003" / "NO_DATA").write_text("eriktks/conll2003: not in the mirror\n")
-    concat = [r for r in report.rows(SPEC, work, COLUMNS, BOOTSTRAP, {}) if r.claim["id"] == "concat"]
+    concat = [r for r in scaling_rows.rows(SPEC, work, COLUMNS, BOOTSTRAP, {}) if r.claim["id"] == "concat"]
     assert {r.contrast.verdict for r in concat} == {"not measured"}
     assert {r.reason for r in concat} == {"conll2003: no data (eriktks/conll2003: not in the mirror)"}
 
 
 def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
-    found = report.rows(SPEC, work, COLUMNS, BOOTSTRAP, PAPERS)
+    found = scaling_rows.rows(SPEC, work, COLUMNS, BOOTSTRAP, PAPERS)
     written = report.write(tmp_path / "reports", SPEC, found, "smoke", "abc1234", (9, 27))
     assert sorted(p.relative_to(tmp_path / "reports").as_posix() for p in written) == [
         "scaling.csv", "scaling.md", "scaling/concat.csv", "scaling/concat.png", "scaling/pretraining_sst2.csv",
@@ -215,10 +216,10 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
         assert (tmp_path / "reports" / "scaling" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def line(*verdicts: str) -> list[report.Row]:
+def line(*verdicts: str) -> list[scaling_rows.Row]:
     """One claim at one fine-tuning budget over pretraining budgets of 1, 2, ... steps (1M tokens a step)."""
     nan = float("nan")
-    return [report.Row({}, "a", "b", "accuracy", steps, {"examples": 32}, ({"train_tokens": steps * 1_000_000}, {}),
+    return [scaling_rows.Row({}, "a", "b", "accuracy", steps, {"examples": 32}, ({"train_tokens": steps * 1_000_000}, {}),
                        report.stats.Contrast(nan if v == "not measured" else 1.0, nan, nan, v, 10, 1, 1), "")
             for steps, v in enumerate(verdicts, start=1)]
 
@@ -308,8 +309,8 @@ def test_each_claims_paper_effect_is_looked_up_in_the_studys_declaration() -> No
 
 
 def test_a_claims_paper_effect_goes_beside_each_interval(work: Path) -> None:
-    def at(paper: float) -> dict[tuple, report.Row]:
-        found = report.rows(SPEC, work, COLUMNS, BOOTSTRAP, {"pretraining_sst2": paper})
+    def at(paper: float) -> dict[tuple, scaling_rows.Row]:
+        found = scaling_rows.rows(SPEC, work, COLUMNS, BOOTSTRAP, {"pretraining_sst2": paper})
         return {(r.claim["id"], r.steps, r.budget["examples"]): r for r in found}
 
     near, far = at(3.5), at(30.0)

@@ -1,6 +1,6 @@
 """The scaling sweep's declaration (`conf/scaling/base.yaml`) read once for its stage and its report: its runs are
 named here (`encoder_name`, `cell_name`), so the stage that runs them (`bertlab.scaling`) and the report that reads them
-(`bertlab.report.scaling`) agree, and each claim's effect in the paper is looked up here in the study's declaration
+(`bertlab.report.scaling_rows`) agree, and each claim's effect in the paper is looked up here in the study's declaration
 (`ablations.tables`), where the paper's numbers live."""
 
 from __future__ import annotations
