@@ -115,7 +115,8 @@ def test_second_repro_is_a_fast_no_op(repo: Path, run: Run) -> None:
 
 def trained(before: dict[str, int], after: dict[str, int]) -> set[str]:
     """The fine-tuning cells that trained between two `pipeline_files` (their items.json new or rewritten)."""
-    return {Path(p).parent.name for p, t in after.items() if p.endswith("items.json") and before.get(p) != t}
+    return {Path(p).parent.name for p, t in after.items()
+            if Path(p).name == "items.json" and Path(p).parent.parent.name == "finetune" and before.get(p) != t}
 
 
 def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path, run: Run) -> None:
