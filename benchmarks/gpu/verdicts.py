@@ -1,5 +1,5 @@
 """The paper's claims at BERT-base from the short GPU runs of `claim.sh`, decided as the scaling report decides a cell
-pair (`report.scaling.read_cell`, `report.cells.with_floor`, `report.claims.contrast`, with the report's columns and
+pair (`report.scaling_rows.read_cell`, `report.cells.with_floor`, `report.claims.contrast`, with the report's columns and
 bootstrap settings from conf/ablations/default.yaml): per claim and task, each side's mean over seeds beside the
 task's floor on the same dev items, and A - B (A: the side the paper finds better) with its paired 95% interval over
 dev items and seeds. An encoder whose held-out perplexity at its end is above 0.5 x unigram is collapsed: its cells
@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 from bertlab.files import read_json
 from bertlab.report.cells import with_floor
 from bertlab.report.claims import contrast
-from bertlab.report.scaling import read_cell
+from bertlab.report.scaling_rows import read_cell
 from bertlab.stage import CONF_DIR
 
 REPO = Path(__file__).resolve().parents[2]
