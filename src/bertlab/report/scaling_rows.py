@@ -5,6 +5,7 @@ items and its encoder's held-out perplexity over the unigram floor; rendered by 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,13 @@ def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstra
          papers: dict[str, float | None]) -> list[Row]:
     """Every claim of `spec` (the `scaling` config) at every budget pair, decided on the runs under `work_dir`, beside
     its effect in the paper (`papers`, by claim id: `sweep.paper_effects`)."""
-    out = []
+    out, floored = [], {}  # each side's cell with its floor, read and bootstrapped once however many claims show it
+
+    def floored_side(key: tuple[Any, ...], read: Callable[[], Cell]) -> Cell:
+        if key not in floored:
+            floored[key] = with_floor(read(), bootstrap)
+        return floored[key]
+
     for claim in spec["claims"]:
         task = claim["task"]
         metric = PPL if task == PPL else columns[task]["metric"]
@@ -96,13 +103,15 @@ def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstra
             encoders = [read_encoder(work_dir / "pretrain", name) for name in names]
             pretrain = tuple(metrics for metrics, _ in encoders)
             for budget in budgets(spec, task):
-                if task == PPL:
-                    sides = [(name, cell) for name, (_, cell) in zip(names, encoders)]
-                else:
-                    sides = [(f"{name} {mode}", read_cell(work_dir / "finetune", [
-                        cell_name(task, name, mode, budget["examples"], s) for s in spec["seeds"]], task, columns))
-                        for name, (_, mode) in zip(names, (claim["a"], claim["b"]))]
-                (a, cell_a), (b, cell_b) = ((name, with_floor(c, bootstrap)) for name, c in sides)
+                sides = []  # (label, cell with its floor) of A and B
+                for name, (_, cell), (_, *mode) in zip(names, encoders, (claim["a"], claim["b"])):
+                    if task == PPL:
+                        sides.append((name, floored_side((name,), lambda: cell)))  # called at once: no late binding
+                        continue
+                    runs = [cell_name(task, name, mode[0], budget["examples"], s) for s in spec["seeds"]]
+                    sides.append((f"{name} {mode[0]}", floored_side(tuple(runs), lambda: read_cell(
+                        work_dir / "finetune", runs, task, columns))))
+                (a, cell_a), (b, cell_b) = sides
                 if why is None:
                     result, reason = contrast(cell_a, cell_b, a, b, bootstrap)
                 else:  # nothing ran: one reason for both sides
