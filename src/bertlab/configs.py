@@ -71,7 +71,7 @@ def runs(params: dict[str, Any], spec: dict[str, Any], policy: dict[str, Any]) -
                   tuple(study.tables_using(spec, name)))
     for cell in study.cells(spec):
         overrides = [*base, f"name={cell.name}", f"finetune.encoder={cell.encoder}", f"task={cell.task}",
-                     f"seed={cell.seed}", *spec["modes"][cell.mode]]
+                     f"seed={cell.seed}", *spec["modes"][cell.mode], *study.cell_overrides(policy, cell)]
         yield Run("finetune", cell.name, overrides, study.cell_left_out(policy, cell, spec["seeds"]), (cell.table,))
     yield Run("ablations", "ablations", base)
 

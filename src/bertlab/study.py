@@ -122,9 +122,20 @@ def check(study: dict[str, Any]) -> None:
 
 def check_policy(policy: dict[str, Any], study: dict[str, Any]) -> None:
     """`ablations.cells` (what a profile runs): `seeds` per task (or `default`) a count >= 1, `skip` tasks or encoders
-    with a reason."""
+    with a reason, `finetune` a table's task -> Hydra overrides of its cells."""
     tasks = set(study.get("columns", {}))
     seeds, skip = policy.get("seeds") or {}, policy.get("skip") or {}
+    for table, by_task in (policy.get("finetune") or {}).items():
+        where = f"ablations.cells.finetune.{table}"
+        if table not in study["tables"]:
+            raise UserError(f"{where}: not a table of ablations.tables ({', '.join(study['tables'])})")
+        if not isinstance(by_task, dict):
+            raise UserError(f"{where}: expected tasks of the table, each with a list of Hydra overrides")
+        for task, overrides in by_task.items():
+            if task not in study["tables"][table]["tasks"]:
+                raise UserError(f"{where}.{task}: not a task of ablations.tables.{table}")
+            if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+                raise UserError(f"{where}.{task}: expected a list of Hydra overrides")
     for task, n in seeds.items():
         if task != "default" and task not in tasks:
             raise UserError(f"ablations.cells.seeds.{task}: not a task of ablations.columns")
@@ -142,6 +153,12 @@ def encoder_left_out(policy: dict[str, Any], encoder: str) -> str | None:
     """Why the profile leaves `encoder`'s pretraining out (all its cells are), or None."""
     why = (policy.get("skip") or {}).get(encoder)
     return f"{encoder}: {why}" if why else None
+
+
+def cell_overrides(policy: dict[str, Any], cell: Cell) -> list[str]:
+    """The profile's Hydra overrides of `cell`'s fine-tuning (`cells.finetune.<table>.<task>`: a budget set where its
+    claims are decided), after its mode's."""
+    return list(((policy.get("finetune") or {}).get(cell.table) or {}).get(cell.task) or [])
 
 
 def cell_left_out(policy: dict[str, Any], cell: Cell, seeds: list[int]) -> str | None:

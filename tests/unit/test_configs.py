@@ -66,6 +66,18 @@ def test_the_profile_leaves_out_seeds_beyond_a_tasks_count_and_what_it_skips() -
                                                                  *(f"conll2003-bert-sum_all-{s}" for s in (1, 2, 3))}
 
 
+def test_the_profile_sets_a_tables_budget_on_its_tasks_cells_only() -> None:
+    """`ablations.cells.finetune`: a table's task -> overrides, after the mode's, on that table's cells of that task."""
+    policy = POLICY | {"finetune": {"table5": {"sst2": ["finetune.max_train_examples=16000"]}}}
+    def overrides(policy: dict) -> dict[str, list[str]]:
+        return {r.name: r.overrides for r in runs(PARAMS, SPEC, policy) if r.stage == "finetune"}
+
+    budgeted, plain = overrides(policy), overrides(POLICY)
+    assert budgeted["sst2-ltr-finetune-2"][-2:] == ["seed=2", "finetune.max_train_examples=16000"]
+    changed = {name for name in plain if budgeted[name] != plain[name]}
+    assert changed == {f"sst2-{row}-{s}" for row in ("bert-finetune", "ltr-finetune") for s in (1, 2, 3)}
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"tables": {"t": {"tasks": ["sst2"], "rows": {"bert-bilstm": {}}}}},
      "ablations.tables.t.rows: 'bert-bilstm' is not <encoder>-<mode> of ablations.modes (finetune, sum_all)"),
@@ -88,6 +100,11 @@ def test_a_declaration_that_makes_no_grid_is_one_line_naming_it(change: dict, me
     ({"seeds": {"sst2": 0}}, "ablations.cells.seeds.sst2=0: expected a count >= 1"),
     ({"skip": {"nonsp": "x"}}, "ablations.cells.skip.nonsp: not a task of ablations.columns nor an encoder"),
     ({"skip": {"sst2": ""}}, "ablations.cells.skip.sst2: give the reason the report prints"),
+    ({"finetune": {"table6": {}}}, "ablations.cells.finetune.table6: not a table of ablations.tables (table5, table7)"),
+    ({"finetune": {"table7": {"sst2": []}}},
+     "ablations.cells.finetune.table7.sst2: not a task of ablations.tables.table7"),
+    ({"finetune": {"table5": {"sst2": "finetune.lr=1"}}}, "ablations.cells.finetune.table5.sst2: expected a list of"),
+    ({"finetune": {"table5": ["sst2"]}}, "ablations.cells.finetune.table5: expected tasks of the table"),
 ])
 def test_a_bad_cells_setting_is_one_line_naming_it(policy: dict, message: str) -> None:
     with pytest.raises(UserError, match=re.escape(message)):
@@ -122,6 +139,7 @@ def test_a_profile_that_redraws_the_grid_is_refused() -> None:
     spec, policy = read_study(compose_with("profile=cpu"))  # cpu leaves runs out with its own `cells`
     assert spec["tables"] == DECLARED["tables"] and policy["seeds"] == POLICY["seeds"]
     assert set(policy["skip"]) == {"mrpc", "L6_H768_A3", "L12_H1024_A16", "L24_H1024_A16"}
+    assert policy["finetune"] == {"table6": {"sst2": ["finetune.max_train_examples=16000"]}}
 
 
 def test_speed_settings_never_reach_a_key_file(tmp_path: Path) -> None:
