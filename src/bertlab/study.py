@@ -79,9 +79,14 @@ def _name(value: Any, where: str) -> str:
     return value
 
 
+def _is_overrides(value: Any) -> bool:
+    """Whether `value` is a list of Hydra overrides (strings)."""
+    return isinstance(value, list) and all(isinstance(o, str) for o in value)
+
+
 def _overrides(study: dict[str, Any], key: str) -> None:
     if not isinstance(study.get(key), dict) or not study[key] or not all(
-            isinstance(v, list) and all(isinstance(o, str) for o in v) for v in study[key].values()):
+            _is_overrides(v) for v in study[key].values()):
         raise UserError(f"ablations.{key}: expected names, each with a list of Hydra overrides")
     for name in study[key]:
         _name(name, f"ablations.{key}")
@@ -134,7 +139,7 @@ def check_policy(policy: dict[str, Any], study: dict[str, Any]) -> None:
         for task, overrides in by_task.items():
             if task not in study["tables"][table]["tasks"]:
                 raise UserError(f"{where}.{task}: not a task of ablations.tables.{table}")
-            if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+            if not _is_overrides(overrides):
                 raise UserError(f"{where}.{task}: expected a list of Hydra overrides")
     for task, n in seeds.items():
         if task != "default" and task not in tasks:
