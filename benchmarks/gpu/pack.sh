@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The data of the BERT-base runs (benchmarks/gpu/run.sh, claim.sh) for a GPU machine that reaches neither the hub
-# nor ../shared/data: the stages download (the corpus, SST-2, CoNLL-2003, SQuAD, QNLI), tokenizer and pretrain_data
-# at the `gpu` profile on about 100M characters of the mirror's corpus, one pass (dupe_factor 1); then
+# nor ../shared/data: the stages download (the corpus, SST-2, CoNLL-2003, SQuAD, QNLI, MRPC), tokenizer and
+# pretrain_data at the `gpu` profile on about 100M characters of the mirror's corpus, one pass (dupe_factor 1); then
 # .gpu/pack.tar.xz with what `bertlab.pretrain` reads for every objective (tokenizer/ and, of pretrain_data/,
 # train_nsp/, heldout_nsp/, train_packed/, heldout_packed/, unigram_counts.npy, stats.json) and .gpu/tasks.tar.xz with
-# the four tasks, paths relative to the data dir. xz, not zstd: the scripts unpack with Python's tarfile, which reads
-# zstd only from Python 3.14, and the GPU image need not have a zstd binary. `.gpu/` is kept out of git through
-# .git/info/exclude.
+# the five tasks and the download manifest, paths relative to the data dir. xz, not zstd: the scripts unpack with
+# Python's tarfile, which reads zstd only from Python 3.14, and the GPU image need not have a zstd binary. `.gpu/` is
+# kept out of git through .git/info/exclude.
 #   bash benchmarks/gpu/pack.sh [data_dir]     (repo root, the project's venv active; default /tmp/bertlab-gpupack/data)
 # Env: BERTLAB_DATA_MIRROR (default ../shared/data), MAX_CHARS (corpus.max_chars, default 100_000_000),
 #      PACK (the tarball's path, default .gpu/pack.tar.xz; tasks.tar.xz goes beside it), FORMATS ("nsp packed"; claim
@@ -22,9 +22,9 @@ export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERE
 PACK=${PACK:-.gpu/pack.tar.xz}
 FORMATS=${FORMATS:-nsp packed}   # the instance formats packed: nsp (bert, scratch), packed (nonsp, ltr)
 
-# The pretraining corpus and the claims' four tasks: every other task of conf/download/default.yaml removed.
+# The pretraining corpus and the claims' five tasks: every other task of conf/download/default.yaml removed.
 NO_TASKS=()
-for task in cola mrpc qqp stsb mnli rte wnli; do NO_TASKS+=("~download.tasks.$task"); done
+for task in cola qqp stsb mnli rte wnli; do NO_TASKS+=("~download.tasks.$task"); done
 OVERRIDES=(profile=gpu "corpus.max_chars=$MAX_CHARS" pretrain_data.dupe_factor=1 tokenizer.vocab_size=30522
            impl.data_processes=2 impl.num_workers=0 logger=none "${NO_TASKS[@]}")
 
@@ -49,9 +49,10 @@ began=$EPOCHREALTIME
 tar -C "$DATA" --sort=name --owner=0 --group=0 --numeric-owner -cf - "${FILES[@]}" | xz -T2 -9e > "$PACK.tmp"
 mv "$PACK.tmp" "$PACK"
 awk -v a="$began" -v b="$EPOCHREALTIME" 'BEGIN {printf "== pack: %.1f s wall\n", b - a}'
-# SST-2, CoNLL-2003, SQuAD and QNLI as the download stage saves them, for claim.sh
-tar -C "$DATA" --sort=name --owner=0 --group=0 --numeric-owner -cf - download/tasks/sst2 download/tasks/conll2003 \
-  download/tasks/squad download/tasks/qnli | xz -T2 -9e > "$(dirname "$PACK")/tasks.tar.xz"
+# SST-2, CoNLL-2003, SQuAD, QNLI and MRPC as the download stage saves them, and its manifest, for claim.sh
+tar -C "$DATA" --sort=name --owner=0 --group=0 --numeric-owner -cf - download/manifest.json download/tasks/sst2 \
+  download/tasks/conll2003 download/tasks/squad download/tasks/qnli download/tasks/mrpc \
+  | xz -T2 -9e > "$(dirname "$PACK")/tasks.tar.xz"
 python - "$DATA/pretrain_data/stats.json" <<'EOF'
 import json, sys
 stats = json.load(open(sys.argv[1]))

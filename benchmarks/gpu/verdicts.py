@@ -1,40 +1,83 @@
-"""The paper's claims at BERT-base from the short GPU runs of `claim.sh`, decided as the scaling report decides a cell
-pair (`report.scaling_rows.read_cell`, `report.cells.with_floor`, `report.claims.contrast`, with the report's columns and
-bootstrap settings from conf/ablations/default.yaml): per claim and task, each side's mean over seeds beside the
-task's floor on the same dev items, and A - B (A: the side the paper finds better) with its paired 95% interval over
-dev items and seeds. An encoder whose held-out perplexity at its end is above 0.5 x unigram is collapsed: its cells
-test nothing.
+"""The paper's claims at BERT-base from the short GPU runs of `claim.sh`, decided as the ablations report decides
+them: a run's folder read as a data dir (`report.collect`), the study's declared claims (conf/ablations/default.yaml;
+`CLAIMS` names which decide each short run) checked on it (`report.claims.check_claims`): per pair, each side's mean
+over seeds beside its floor on the same dev items, A - B (A: the side the paper finds better) with its paired 95%
+interval over dev items and seeds, and whether that interval admits the paper's own effect. Only the pairs of the
+run's own encoders and tasks are shown. An encoder whose held-out perplexity at its end is above 0.5 x unigram is
+collapsed: its pairs test nothing.
 
-    python benchmarks/gpu/verdicts.py --runs <data_dir> --claim a     # one run's verdicts, printed (claim.sh's end)
-    python benchmarks/gpu/verdicts.py [--out reports/gpu.md]          # every run under reports/gpu/, as markdown
+    python benchmarks/gpu/verdicts.py --runs <data_dir>     # one run's verdicts, printed (claim.sh's end)
+    python benchmarks/gpu/verdicts.py [--out reports/gpu.md]  # every run under reports/gpu/, as markdown
 
-A committed run is a folder of reports/gpu/ holding what claim.sh's tarball brings back: run.json, pretrain/<encoder>/
-(metrics.json, heldout_items.json) and finetune/<task>-<encoder>-<seed>/ (metrics.json, items.json).
+A committed run is a folder of reports/gpu/ holding what claim.sh's tarball brings back: run.json, download/
+manifest.json, pretrain/<encoder>/ (metrics.json, heldout_items.json) and finetune/<task>-<encoder>-<mode>-<seed>/
+(metrics.json, items.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from bertlab.files import read_json
-from bertlab.report.cells import with_floor
-from bertlab.report.claims import contrast
-from bertlab.report.scaling_rows import read_cell
+from bertlab.report.cells import PPL, CellOf, cell_lookup
+from bertlab.report.claims import Pair, check_claims
+from bertlab.report.collect import collect
+from bertlab.report.tables import encoder_of
 from bertlab.stage import CONF_DIR
 
 REPO = Path(__file__).resolve().parents[2]
-# claim -> (its name, the paper's better side, the other side, its tasks)
-CLAIMS = {"a": ("pretrained vs scratch", "bert", "scratch", ("sst2", "conll2003", "squad", "qnli")),
-          "b": ("NSP vs no NSP", "bert", "nonsp", ("qnli", "squad", "sst2")),
-          "c": ("MLM vs left-to-right", "nonsp", "ltr", ("squad", "sst2"))}
+TABLE7_MODES = ("finetune", "embeddings", "second_to_last", "last", "sum_last_four", "concat_last_four", "sum_all")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One short GPU run: the encoders it pretrains (names of the study's `encoders`), the tasks and fine-tuning modes
+    (the study's `modes`) it runs on each, the declared claims that decide it (an id of the study's `claims`, or a
+    claim in their form) and its default pretraining steps."""
+
+    title: str
+    encoders: tuple[str, ...]
+    tasks: tuple[str, ...]
+    decided_by: tuple[str | dict[str, Any], ...]
+    steps: int
+    modes: tuple[str, ...] = ("finetune",)
+
+
+CLAIMS = {
+    "a": Claim("pretrained vs scratch", ("bert", "scratch"), ("sst2", "conll2003", "squad", "qnli"),
+               ("pretraining_helps",), 1400),
+    "b": Claim("NSP vs no NSP", ("bert", "nonsp"), ("qnli", "squad", "sst2"), ("nsp_helps",), 1000),
+    # MLM against LTR, both without NSP (Table 5's "No NSP" and "LTR & No NSP" rows): one change at a time
+    "c": Claim("MLM vs left-to-right", ("nonsp", "ltr"), ("squad", "sst2"), (
+        {"id": "mlm_beats_ltr", "table": "table5", "better": "nonsp-finetune", "than": "ltr-finetune",
+         "text": "A masked LM beats a left-to-right LM (both without NSP)"},), 1000),
+    # Table 7 on one encoder (the gpu profile trains the BiLSTM on frozen features at 1e-3, the encoders at 2e-5)
+    "d": Claim("Table 7: fine-tuning vs frozen features", ("bert",), ("conll2003",),
+               ("features_beat_embeddings", "finetuning_beats_features"), 1400, TABLE7_MODES),
+    # Table 6's depths at BERT-base's width and heads, the same steps (tokens) each
+    "e": Claim("Table 6: depth at equal tokens", ("L3_H768_A12", "L6_H768_A12", "L12_H768_A12"), ("sst2", "mrpc"),
+               ("size_ppl", "size_sst2", "size_mrpc"), 1000),
+}
 COLLAPSED = 0.5  # held-out perplexity over the unigram floor above which a pretrained encoder learned nothing
-HEADER = ["claim", "task", "metric", "A", "B", "A mean", "B mean", "floor", "A - B [95%]", "verdict", "seeds",
-          "items", "run"]
+HEADER = ["claim", "column", "A", "B", "A mean", "B mean", "A's floor", "A - B [95%]", "verdict", "items x seeds",
+          "run"]
+
+
+def study() -> dict[str, Any]:
+    """The ablations config (conf/ablations/default.yaml), resolved."""
+    return OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"), resolve=True)
+
+
+def declared(spec: dict[str, Any], claim: str) -> list[dict[str, Any]]:
+    """The claims of the study that decide the short run `claim`, in the study's form."""
+    by_id = {c["id"]: c for c in spec["claims"]}
+    return [by_id[c] if isinstance(c, str) else c for c in CLAIMS[claim].decided_by]
 
 
 def encoders(run: Path) -> dict[str, dict[str, Any]]:
@@ -50,85 +93,83 @@ def encoders(run: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def verdicts(run: Path, claim: str, seeds: list[int], settings: Any) -> list[list[str]]:
-    """The rows of `claim` decided on `run`'s cells."""
-    columns = OmegaConf.to_container(settings.columns, resolve=True)
-    bootstrap = OmegaConf.to_container(settings.bootstrap, resolve=True)
-    _, a, b, tasks = CLAIMS[claim]
-    state = encoders(run)
-    rows = []
-    for task in tasks:
-        cells = [with_floor(read_cell(run / "finetune", [f"{task}-{side}-{s}" for s in seeds], task, columns),
-                             bootstrap) for side in (a, b)]
-        if not any(cell.n for cell in cells):
-            continue  # not run
-        c, reason = contrast(*cells, a, b, bootstrap)
-        verdict = c.verdict
-        collapsed = [side for side in (a, b) if state.get(side, {}).get("collapsed")]
-        if collapsed:
-            verdict = f"tests nothing: {', '.join(collapsed)} collapsed (> {COLLAPSED} x unigram)"
-        elif reason:
-            verdict += f" ({reason})"
-        floor = cells[0].floor_value
-        rows.append([claim, task, columns[task]["metric"], a, b, number(cells[0].mean), number(cells[1].mean),
-                     number(floor), f"{number(c.estimate, '+')} [{number(c.low, '+')}, {number(c.high, '+')}]",
-                     verdict, f"{c.runs_a}/{c.runs_b}", str(c.n_items), run.name])
-    return rows
+def row(claim: str, pair: Pair, state: dict[str, dict[str, Any]], run: str, cell: CellOf) -> list[str]:
+    """One table row: the pair's sides, means, A's floor, A - B with its interval and the verdict's reading."""
+    c, digits = pair.contrast, 2 if pair.column == PPL else 1
+    a, b = cell(pair.a.row, pair.column), cell(pair.b.row, pair.column)
+    collapsed = [e for e in dict.fromkeys(encoder_of(s.row) for s in (pair.a, pair.b)) if state[e]["collapsed"]]
+    if collapsed:
+        verdict = f"tests nothing: {', '.join(collapsed)} collapsed (> {COLLAPSED} x unigram)"
+    else:
+        verdict = pair.reading + (f" ({pair.reason})" if pair.reason else "")
+    interval = "-" if not math.isfinite(c.estimate) else (
+        f"{c.estimate:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]")
+    return [claim, pair.column, pair.a.label, pair.b.label, number(a.mean, digits), number(b.mean, digits),
+            number(a.floor_value, digits), interval, verdict, f"{c.n_items} x {c.runs_a}/{c.runs_b}", run]
 
 
-def number(value: float | None, sign: str = "") -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:{sign}.1f}"
+def verdicts(run: Path, spec: dict[str, Any]) -> list[list[str]]:
+    """The rows of `run`'s claim: the pairs of its deciding claims on its own encoders and tasks (and held-out
+    perplexity), decided on its cells."""
+    meta = read_json(run / "run.json")
+    claim = CLAIMS[meta["claim"]]
+    spec = {**spec, "claims": declared(spec, meta["claim"])}
+    results, state, columns = collect(run), encoders(run), {PPL, *meta["tasks"]}
+    cell = cell_lookup(spec, results)  # shared with check_claims: each side's floor bootstrapped once
+    ours = set(claim.encoders)
+    return [row(f"{meta['claim']} ({f.id})", p, state, run.name, cell) for f in check_claims(spec, results, cell)
+            for p in f.pairs if p.column in columns and {encoder_of(p.a.row), encoder_of(p.b.row)} <= ours]
+
+
+def number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
 def report(root: Path) -> str:
     """reports/gpu.md: every committed run's verdicts, and the runs (device, commit, encoders, time)."""
-    settings = OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml")
+    spec = study()
     runs = sorted(d for d in root.glob("*/") if (d / "run.json").exists()) if root.exists() else []
     lines = ["## BERT-base on one GPU", "",
-             "The paper's claims at BERT-base (12/768/12, vocabulary 30,522), one short GPU run a claim: `bash "
+             "The paper's claims at BERT-base (vocabulary 30,522), one short GPU run a claim: `bash "
              "benchmarks/gpu/claim.sh <claim>` runs the stages at a short-run setting of the `gpu` profile's recipe "
              "(rotary positions, 40% masking, lr 5e-4 decaying to zero at the budget, 256 x 128 tokens a step) and "
-             "fine-tunes every encoder on the claim's tasks, one epoch of BERT's recipe, full dev sets. A - B: A is "
-             "the side the paper finds better, its 95% interval a paired bootstrap over dev items and seeds (the "
-             "ablations report's). An encoder above 0.5 x unigram at the end of its pretraining is collapsed: its "
-             "cells test nothing.", ""]
+             "fine-tunes every encoder on the claim's tasks, one epoch of BERT's recipe (MRPC three), full dev sets. "
+             "Each pair is one of the study's declared claims (conf/ablations/default.yaml) decided as the ablations "
+             "report decides it: A - B, A the side the paper finds better, its 95% interval a paired bootstrap over "
+             "dev items and seeds, and whether that interval admits the paper's own effect. An encoder above 0.5 x "
+             "unigram at the end of its pretraining is collapsed: its pairs test nothing.", ""]
     if not runs:
         return "\n".join(lines + [
             f"No run has been committed yet ({root.relative_to(REPO) if root.is_relative_to(REPO) else root} holds "
             "none): no claim of the paper is tested at BERT-base. On a GPU: `bash benchmarks/gpu/claim.sh a` "
-            "(then b, c), its `claim_<claim>.tar.gz` unpacked into reports/gpu/<date>-<claim>/, then this script."
+            "(then b to e), its `claim_<claim>.tar.gz` unpacked into reports/gpu/<date>-<claim>/, then this script."
         ]) + "\n"
     rows, about = [], []
     for run in runs:
         meta = read_json(run / "run.json")
-        rows += verdicts(run, meta["claim"], meta["seeds"], settings)
+        rows += verdicts(run, spec)
         state = ", ".join(f"`{name}` {e['shape']}, {e['steps']:,} steps, {(e['tokens'] or 0) / 1e6:.1f}M tokens, "
                           f"{e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
                           for name, e in encoders(run).items())
-        about.append(f"- `{run.name}`: claim {meta['claim']} ({CLAIMS[meta['claim']][0]}), {meta['device']}, commit "
-                     f"`{meta['commit']}`, `{meta['command']}` in {meta['seconds']} s; {state}")
+        about.append(f"- `{run.name}`: claim {meta['claim']} ({CLAIMS[meta['claim']].title}), {meta['device']}, "
+                     f"commit `{meta['commit']}`, `{meta['command']}` in {meta['seconds']} s; {state}")
     table = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    table += ["| " + " | ".join(row) + " |" for row in rows]
+    table += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines + table + ["", "Runs:", "", *about]) + "\n"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=Path, help="one run's data_dir (claim.sh's): print its claim's verdicts")
-    p.add_argument("--claim", choices=sorted(CLAIMS))
-    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--root", type=Path, default=REPO / "reports" / "gpu", help="the committed runs")
     p.add_argument("--out", type=Path, default=REPO / "reports" / "gpu.md")
     args = p.parse_args()
     if args.runs is not None:
-        if args.claim is None:
-            p.error("--runs needs --claim")
-        settings = OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml")
         for name, e in encoders(args.runs).items():
             print(f"{name}: {e['steps']} steps, {e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
                   f", {e['tokens_per_second'] or '-'} tokens/s")
-        for row in verdicts(args.runs, args.claim, args.seeds, settings):
-            print(" | ".join(f"{h}: {v}" for h, v in zip(HEADER[1:-1], row[1:-1])))
+        for r in verdicts(args.runs, study()):
+            print(" | ".join(f"{h}: {v}" for h, v in zip(HEADER[1:-1], r[1:-1])))
         return
     args.out.write_text(report(args.root))
     print(f"wrote {args.out}")

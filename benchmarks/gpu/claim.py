@@ -1,0 +1,155 @@
+"""One claim of the paper at BERT-base in one call on one GPU (`claim.sh` sets the machine up and unpacks the pack,
+then runs this): the stages themselves (`python -m bertlab.pretrain`, `bertlab.finetune`) at a short-run setting of the
+gpu profile's recipe, each encoder and cell with the study's own overrides (conf/ablations/default.yaml `encoders`,
+`modes`). Pretrain the claim's encoders (`verdicts.CLAIMS`: STEPS steps of 256 x 128, WARMUP warm-up steps, lr
+decaying to zero at the budget; all at once on the GPU), then fine-tune each on the claim's tasks in its modes, one
+epoch of BERT's recipe (batch 32, lr 2e-5; `BUDGET` per task), every seed, every run at once, full dev sets. The
+cells are the pipeline's `<task>-<encoder>-<mode>-<seed>`. $OUT/claim_<claim>.tar.gz brings back run.json (claim,
+device, commit, command, seconds), the download manifest, every encoder's metrics.json and heldout_items.json, every
+cell's metrics.json and items.json (per-item dev predictions) and the logs; unpacked into reports/gpu/<date>-<claim>/
+and committed, `python benchmarks/gpu/verdicts.py` renders reports/gpu.md from every such run. A run that fails or is
+stopped at LIMIT leaves its cells missing, which the verdicts name.
+
+    python benchmarks/gpu/claim.py e --data DIR --print    # the commands, not run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from verdicts import CLAIMS, study, verdicts  # beside this file
+
+from bertlab.study import cell_name
+
+# A task's fine-tuning budget: SST-2 and QNLI 16,000 examples, SQuAD 12,000 questions, CoNLL-2003 all 14,041
+# sentences, one epoch; MRPC all 3,668 pairs, three epochs (BERT's recipe: one epoch is 115 updates)
+BUDGET = {"sst2": ["finetune.max_train_examples=16000"], "qnli": ["finetune.max_train_examples=16000"],
+          "squad": ["finetune.squad_max_train_examples=12000"], "conll2003": ["finetune.max_train_examples=null"],
+          "mrpc": ["finetune.max_train_examples=null", "finetune.epochs=3"]}
+STAGE = [sys.executable, "-m"]
+started = float(os.environ.get("STARTED") or time.time())
+
+
+def stamp(text: str) -> None:
+    print(f"== {time.time() - started:.0f} s: {text}", flush=True)
+
+
+def plan(claim: str, args: argparse.Namespace) -> tuple[dict[str, list[str]], dict[str, tuple[str, list[str]]]]:
+    """(pretraining commands by encoder, (encoder, fine-tuning command) by cell) of `claim`: the declared overrides of
+    each encoder and mode come after the short-run settings (the last value of a key wins: `scratch` stays at 0 steps),
+    `--extra` after everything."""
+    spec, c = study(), CLAIMS[claim]
+    common = [*args.packed, f"data_dir={args.data}", f"out_dir={args.data}", "logger=csv", "impl.devices=1",
+              "impl.compile=false", "impl.reuse_twins=false"]
+    steps = args.steps or c.steps
+    pretrain = {e: [*STAGE, "bertlab.pretrain", *common, f"name={e}", f"pretrain.max_steps={steps}",
+                    f"pretrain.warmup_steps={args.warmup}", f"pretrain.val_every_steps={(steps + 3) // 4}",
+                    f"pretrain.checkpoint_every_steps={steps * 2}", "impl.num_workers=4", *spec["encoders"][e],
+                    *args.extra] for e in c.encoders}
+    finetune = {}
+    for encoder in c.encoders:
+        for task in args.tasks or c.tasks:
+            for mode in c.modes:
+                for seed in args.seeds:
+                    name = cell_name(task, f"{encoder}-{mode}", seed)
+                    finetune[name] = encoder, [
+                        *STAGE, "bertlab.finetune", *common, f"name={name}", f"task={task}",
+                        f"finetune.encoder={encoder}", f"seed={seed}", "impl.num_workers=1", "finetune.epochs=1",
+                        *BUDGET[task], *spec["modes"][mode], *args.extra]
+    return pretrain, finetune
+
+
+def run_all(commands: dict[str, list[str]], logs: Path, limit: float) -> list[str]:
+    """Run `commands` at once, each logging to logs/<name>.log; stop what is left at `limit` seconds. The failed."""
+    procs = {}
+    for name, command in commands.items():
+        with (logs / f"{name}.log").open("w") as log:
+            procs[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline, failed = time.monotonic() + limit, []
+    for name, proc in procs.items():
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # its loader workers too
+            proc.wait()
+            print(f"{name}: stopped at the {limit:.0f} s limit")
+        if proc.returncode:
+            failed.append(name)
+            tail = (logs / f"{name}.log").read_text(errors="replace").splitlines()[-3:]
+            print(f"{name}: exit {proc.returncode}: " + " | ".join(tail))
+    return failed
+
+
+def device() -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+
+
+def bring_back(data: Path, out: Path, claim: str) -> Path:
+    """$OUT/claim_<claim>.tar.gz: what verdicts.py reads and the logs, paths relative to the data dir."""
+    keep = ["run.json", "download/manifest.json", *(f"pretrain/*/{f}" for f in ("metrics.json", "heldout_items.json")),
+            *(f"finetune/*/{f}" for f in ("metrics.json", "items.json")), "logs/*.log"]
+    path = out / f"claim_{claim}.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for pattern in keep:
+            for f in sorted(data.glob(pattern)):
+                tar.add(f, arcname=str(f.relative_to(data)))
+    return path
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("claim", choices=sorted(CLAIMS))
+    p.add_argument("--data", type=Path, required=True, help="the unpacked pack: data_dir and out_dir of every run")
+    p.add_argument("--out", type=Path, default=Path("/tmp/bertlab-gpu"), help="where the tarball goes")
+    p.add_argument("--steps", type=int, default=0, help="pretraining steps an encoder (0: the claim's)")
+    p.add_argument("--warmup", type=int, default=250)
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--tasks", nargs="*", default=None, help="the claim's tasks if not given")
+    p.add_argument("--limit", type=float, default=270, help="seconds each phase may take before its runs are stopped")
+    p.add_argument("--packed", nargs="*", default=[], help="the overrides pack.sh built the pack with")
+    p.add_argument("--extra", nargs="*", default=[], help="overrides for every run, after the rest")
+    p.add_argument("--commit", default="", help="the commit run.json names (the device's copy has no git history)")
+    p.add_argument("--print", action="store_true", help="print the commands and stop")
+    args = p.parse_args()
+    pretrain, finetune = plan(args.claim, args)
+    if args.print:
+        print("\n".join(shlex.join(c) for c in [*pretrain.values(), *(c for _, c in finetune.values())]))
+        return
+    logs = args.data / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    claim = CLAIMS[args.claim]
+    stamp(f"claim {args.claim} ({claim.title}): pretrain {', '.join(pretrain)} on {device()}")
+    run_all({f"pretrain_{e}": c for e, c in pretrain.items()}, logs, args.limit)
+    for e in pretrain:
+        print(*[line for line in (logs / f"pretrain_{e}.log").read_text().splitlines() if "held-out" in line][-1:])
+    ready = {n: c for n, (e, c) in finetune.items() if (args.data / "pretrain" / e / "metrics.json").exists()}
+    stamp(f"fine-tune {len(ready)} of {len(finetune)} cells (the rest: encoder not pretrained)")
+    failed = run_all({f"ft_{n}": c for n, c in ready.items()}, logs, args.limit)
+    stamp(f"fine-tuning done, {len(failed)} run(s) failed")
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                           text=True).stdout.strip()
+    (args.data / "run.json").write_text(json.dumps({
+        "claim": args.claim, "device": device(), "commit": commit or None, "steps": args.steps or claim.steps,
+        "warmup": args.warmup, "tasks": list(args.tasks or claim.tasks), "seeds": args.seeds,
+        "extra": shlex.join(args.extra), "seconds": round(time.time() - started),
+        "command": f"bash benchmarks/gpu/claim.sh {args.claim}"}, indent=1))
+    print(f"brought back: {bring_back(args.data, args.out, args.claim)}")
+    for row in verdicts(args.data, study()):
+        print(" | ".join(row[:-1]))
+    stamp("end")
+
+
+if __name__ == "__main__":
+    main()
