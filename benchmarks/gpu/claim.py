@@ -58,7 +58,7 @@ def plan(claim: str, args: argparse.Namespace) -> tuple[dict[str, list[str]], di
     finetune = {}
     for encoder in c.encoders:
         for task in args.tasks or c.tasks:
-            for mode in c.modes:
+            for mode in c.modes(spec):
                 for seed in args.seeds:
                     name = cell_name(task, f"{encoder}-{mode}", seed)
                     finetune[name] = encoder, [

@@ -30,23 +30,31 @@ from bertlab.report.claims import Pair, check_claims
 from bertlab.report.collect import collect
 from bertlab.report.tables import encoder_of
 from bertlab.stage import CONF_DIR
+from bertlab.study import split_row
 
 REPO = Path(__file__).resolve().parents[2]
-TABLE7_MODES = ("finetune", "embeddings", "second_to_last", "last", "sum_last_four", "concat_last_four", "sum_all")
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One short GPU run: the encoders it pretrains (names of the study's `encoders`), the tasks and fine-tuning modes
-    (the study's `modes`) it runs on each, the declared claims that decide it (an id of the study's `claims`, or a
-    claim in their form) and its default pretraining steps."""
+    """One short GPU run: the encoders it pretrains (names of the study's `encoders`), the tasks it fine-tunes each on,
+    the declared claims that decide it (an id of the study's `claims`, or a claim in their form), its default
+    pretraining steps, and `modes_of`: a table whose rows on these encoders give the fine-tuning modes (the study's
+    `modes`; none: fine-tuning alone)."""
 
     title: str
     encoders: tuple[str, ...]
     tasks: tuple[str, ...]
     decided_by: tuple[str | dict[str, Any], ...]
     steps: int
-    modes: tuple[str, ...] = ("finetune",)
+    modes_of: str | None = None
+
+    def modes(self, spec: dict[str, Any]) -> list[str]:
+        """The fine-tuning modes each encoder runs in, in the table's row order."""
+        if self.modes_of is None:
+            return ["finetune"]
+        rows = [split_row(row) for row in spec["tables"][self.modes_of]["rows"]]
+        return list(dict.fromkeys(mode for encoder, mode in rows if encoder in self.encoders))
 
 
 CLAIMS = {
@@ -57,9 +65,9 @@ CLAIMS = {
     "c": Claim("MLM vs left-to-right", ("nonsp", "ltr"), ("squad", "sst2"), (
         {"id": "mlm_beats_ltr", "table": "table5", "better": "nonsp-finetune", "than": "ltr-finetune",
          "text": "A masked LM beats a left-to-right LM (both without NSP)"},), 1000),
-    # Table 7 on one encoder (the gpu profile trains the BiLSTM on frozen features at 1e-3, the encoders at 2e-5)
+    # Table 7's rows on one encoder (the gpu profile trains the BiLSTM on frozen features at 1e-3, the encoders at 2e-5)
     "d": Claim("Table 7: fine-tuning vs frozen features", ("bert",), ("conll2003",),
-               ("features_beat_embeddings", "finetuning_beats_features"), 1400, TABLE7_MODES),
+               ("features_beat_embeddings", "finetuning_beats_features"), 1400, "table7"),
     # Table 6's depths at BERT-base's width and heads, the same steps (tokens) each
     "e": Claim("Table 6: depth at equal tokens", ("L3_H768_A12", "L6_H768_A12", "L12_H768_A12"), ("sst2", "mrpc"),
                ("size_ppl", "size_sst2", "size_mrpc"), 1000),
