@@ -2,13 +2,13 @@
 then runs this): the stages themselves (`python -m bertlab.pretrain`, `bertlab.finetune`) at a short-run setting of the
 gpu profile's recipe, each encoder and cell with the study's own overrides (conf/ablations/default.yaml `encoders`,
 `modes`). Pretrain the claim's encoders (`verdicts.CLAIMS`: STEPS steps of 256 x 128, WARMUP warm-up steps, lr
-decaying to zero at the budget; all at once on the GPU), then fine-tune each on the claim's tasks in its modes, one
-epoch of BERT's recipe (batch 32, lr 2e-5; `BUDGET` per task), every seed, every run at once, full dev sets. The
-cells are the pipeline's `<task>-<encoder>-<mode>-<seed>`. $OUT/claim_<claim>.tar.gz brings back run.json (claim,
+decaying to zero at the budget; all at once on the GPU) and fine-tune each on the claim's tasks in its modes the
+moment its pretraining ends (`scratch`'s cells beside `bert`'s pretraining), one epoch of BERT's recipe (batch 32, lr
+2e-5; `BUDGET` per task), every seed, full dev sets. The cells are the pipeline's `<task>-<encoder>-<mode>-<seed>`. $OUT/claim_<claim>.tar.gz brings back run.json (claim,
 device, commit, command, seconds), the download manifest, every encoder's metrics.json and heldout_items.json, every
 cell's metrics.json and items.json (per-item dev predictions) and the logs; unpacked into reports/gpu/<date>-<claim>/
 and committed, `python benchmarks/gpu/verdicts.py` renders reports/gpu.md from every such run. A run that fails or is
-stopped at LIMIT leaves its cells missing, which the verdicts name.
+still going at the deadline (DEADLINE seconds after the call began) leaves its cells missing, which the verdicts name.
 
     python benchmarks/gpu/claim.py e --data DIR --print    # the commands, not run
 """
@@ -68,24 +68,45 @@ def plan(claim: str, args: argparse.Namespace) -> tuple[dict[str, list[str]], di
     return pretrain, finetune
 
 
-def run_all(commands: dict[str, list[str]], logs: Path, limit: float) -> list[str]:
-    """Run `commands` at once, each logging to logs/<name>.log; stop what is left at `limit` seconds. The failed."""
-    procs = {}
-    for name, command in commands.items():
-        with (logs / f"{name}.log").open("w") as log:
-            procs[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline, failed = time.monotonic() + limit, []
-    for name, proc in procs.items():
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # its loader workers too
-            proc.wait()
-            print(f"{name}: stopped at the {limit:.0f} s limit")
-        if proc.returncode:
-            failed.append(name)
-            tail = (logs / f"{name}.log").read_text(errors="replace").splitlines()[-3:]
-            print(f"{name}: exit {proc.returncode}: " + " | ".join(tail))
+def start(name: str, command: list[str], logs: Path) -> subprocess.Popen:
+    with (logs / f"{name}.log").open("w") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def run_claim(pretrain: dict[str, list[str]], finetune: dict[str, tuple[str, list[str]]], data: Path,
+              deadline: float) -> list[str]:
+    """Pretrain every encoder at once; start each encoder's cells the moment its pretraining ends well (so `scratch`'s
+    cells train beside `bert`'s pretraining and the GPU idles less); stop what is still running `deadline` seconds
+    after the call began. The runs that failed or were stopped."""
+    logs = data / "logs"
+    procs = {f"pretrain_{e}": start(f"pretrain_{e}", c, logs) for e, c in pretrain.items()}
+    waiting, failed = dict(finetune), []
+    while procs:
+        for name, proc in list(procs.items()):
+            if proc.poll() is None:
+                if time.time() - started < deadline:
+                    continue
+                os.killpg(proc.pid, signal.SIGKILL)  # its loader workers too
+                proc.wait()
+                print(f"{name}: stopped at the {deadline:.0f} s deadline", flush=True)
+            del procs[name]
+            tail = (logs / f"{name}.log").read_text(errors="replace").splitlines()
+            if proc.returncode:
+                failed.append(name)
+                print(f"{name}: exit {proc.returncode}: " + " | ".join(tail[-3:]), flush=True)
+            if name.startswith("pretrain_"):
+                encoder = name.removeprefix("pretrain_")
+                ready = not proc.returncode and (data / "pretrain" / encoder / "metrics.json").exists()
+                stamp(f"{encoder} pretrained{'' if ready else ' NOT (its cells are skipped)'}: "
+                      + " ".join([line.split("] - ")[-1] for line in tail if "held-out" in line][-1:]))
+                for cell, (e, command) in list(waiting.items()):
+                    if e == encoder:
+                        del waiting[cell]
+                        if ready:
+                            procs[f"ft_{cell}"] = start(f"ft_{cell}", command, logs)
+            elif not proc.returncode:
+                stamp(f"{name} done")
+        time.sleep(0.5)
     return failed
 
 
@@ -116,7 +137,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=250)
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--tasks", nargs="*", default=None, help="the claim's tasks if not given")
-    p.add_argument("--limit", type=float, default=270, help="seconds each phase may take before its runs are stopped")
+    p.add_argument("--deadline", type=float, default=540,
+                   help="seconds after the call began (STARTED) at which every run still going is stopped")
     p.add_argument("--packed", nargs="*", default=[], help="the overrides pack.sh built the pack with")
     p.add_argument("--extra", nargs="*", default=[], help="overrides for every run, after the rest")
     p.add_argument("--commit", default="", help="the commit run.json names (the device's copy has no git history)")
@@ -130,14 +152,10 @@ def main() -> None:
     logs.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     claim = CLAIMS[args.claim]
-    stamp(f"claim {args.claim} ({claim.title}): pretrain {', '.join(pretrain)} on {device()}")
-    run_all({f"pretrain_{e}": c for e, c in pretrain.items()}, logs, args.limit)
-    for e in pretrain:
-        print(*[line for line in (logs / f"pretrain_{e}.log").read_text().splitlines() if "held-out" in line][-1:])
-    ready = {n: c for n, (e, c) in finetune.items() if (args.data / "pretrain" / e / "metrics.json").exists()}
-    stamp(f"fine-tune {len(ready)} of {len(finetune)} cells (the rest: encoder not pretrained)")
-    failed = run_all({f"ft_{n}": c for n, c in ready.items()}, logs, args.limit)
-    stamp(f"fine-tuning done, {len(failed)} run(s) failed")
+    stamp(f"claim {args.claim} ({claim.title}) on {device()}: pretrain {', '.join(pretrain)}, then {len(finetune)} "
+          f"cells, each as soon as its encoder is ready; stop at {args.deadline:.0f} s")
+    failed = run_claim(pretrain, finetune, args.data, args.deadline)
+    stamp(f"done: {len(failed)} run(s) failed or stopped")
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                            text=True).stdout.strip()
     (args.data / "run.json").write_text(json.dumps({

@@ -10,9 +10,9 @@
 #   bash benchmarks/gpu/claim.sh e    Table 6's depths 3, 6, 12 x 768, equal tokens: held-out ppl, SST-2, MRPC (~8 min)
 # Minutes from the rates measured on an H200 (benchmarks/README.md "On a GPU"): the pretrain stage's eager loop at
 # 8.4 steps/s for 12 layers, fine-tuning 1,850 examples/s over 8 runs at once; an H100 may take ~10% longer. Env: STEPS
-# (a and d: 1400, b, c and e: 1000, each encoder), WARMUP (250), SEEDS ("1 2"), TASKS (the claim's), LIMIT (seconds
-# each phase may take before its runs are stopped: 270), EXTRA (overrides for every run; the last value of a key
-# wins), DATA (/tmp/bertlab-claim/data), PACKS (pack.sh's folder: .gpu), COMMIT (the commit run.json names: the
+# (a and d: 1400, b, c and e: 1000, each encoder), WARMUP (250), SEEDS ("1 2"), TASKS (the claim's), DEADLINE
+# (seconds after the call began at which every run still going is stopped: 540, inside a 600 s call), EXTRA
+# (overrides for every run; the last value of a key wins), DATA (/tmp/bertlab-claim/data), PACKS (pack.sh's folder: .gpu), COMMIT (the commit run.json names: the
 # device's copy has no git history), OUT (/tmp/bertlab-gpu).
 set -uo pipefail
 DATA=${DATA:-/tmp/bertlab-claim/data}
@@ -22,4 +22,4 @@ python3 -c "import tarfile,sys; [tarfile.open(p).extractall(sys.argv[1]) for p i
   "$PACKS/pack.tar.xz" "$PACKS/tasks.tar.xz" || { echo "error: $PACKS/pack.tar.xz or tasks.tar.xz is missing"; exit 1; }
 STARTED=$started exec python3 benchmarks/gpu/claim.py "$@" --data "$DATA" --out "${OUT:-/tmp/bertlab-gpu}" \
   --steps "${STEPS:-0}" --warmup "${WARMUP:-250}" --seeds ${SEEDS:-1 2} ${TASKS:+--tasks $TASKS} \
-  --limit "${LIMIT:-270}" --packed "${PACKED[@]}" --extra ${EXTRA:-} --commit "${COMMIT:-}"
+  --deadline "${DEADLINE:-540}" --packed "${PACKED[@]}" --extra ${EXTRA:-} --commit "${COMMIT:-}"

@@ -9,6 +9,7 @@ import importlib.util
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,35 @@ def test_each_claims_commands_compose_the_studys_runs_at_the_short_setting() -> 
     assert (concat.finetune.mode, concat.finetune.features, concat.finetune.feature_head_lr, concat.finetune.lr) == (
         "feature_based", "concat_last_four", 1.0e-3, 3e-5)
     assert all("finetune.max_train_examples=null" in c for c in d[1:])  # all 14,041 CoNLL-2003 sentences
+
+
+def test_cells_start_when_their_encoder_is_pretrained_and_stop_at_the_deadline(tmp_path: Path) -> None:
+    """claim.py's scheduler: a cell starts only after its encoder's pretraining ended well (exit 0, metrics.json);
+    a failed encoder's cells never start; what still runs at the deadline is stopped and counted failed."""
+    spec = importlib.util.spec_from_file_location("claim", REPO / "benchmarks/gpu/claim.py")
+    claim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(claim)
+    (tmp_path / "logs").mkdir()
+    order = tmp_path / "order.txt"
+
+    def py(code: str) -> list[str]:
+        return [sys.executable, "-c", f"import pathlib, time\nd = pathlib.Path({str(tmp_path)!r})\n{code}"]
+
+    def pretrained(encoder: str) -> list[str]:
+        return py(f"time.sleep(1.0)\n(d / 'pretrain' / {encoder!r}).mkdir(parents=True)\n"
+                  f"(d / 'pretrain' / {encoder!r} / 'metrics.json').write_text('{{}}')\n"
+                  f"open(d / 'order.txt', 'a').write('pretrained {encoder}\\n')\nprint('held-out 1.0')")
+
+    def cell(name: str, seconds: float = 0.0) -> list[str]:
+        return py(f"open(d / 'order.txt', 'a').write('start {name}\\n')\ntime.sleep({seconds})")
+
+    pretrain = {"good": pretrained("good"), "bad": py("raise SystemExit(3)"), "slow": py("time.sleep(60)")}
+    finetune = {"sst2-good-finetune-1": ("good", cell("g1")), "sst2-good-finetune-2": ("good", cell("g2", 60)),
+                "sst2-bad-finetune-1": ("bad", cell("b1")), "sst2-slow-finetune-1": ("slow", cell("s1"))}
+    claim.started = time.time()
+    failed = claim.run_claim(pretrain, finetune, tmp_path, deadline=4.0)
+    took = time.time() - claim.started
+    assert sorted(failed) == ["ft_sst2-good-finetune-2", "pretrain_bad", "pretrain_slow"]
+    assert order.read_text().splitlines()[0] == "pretrained good"
+    assert sorted(order.read_text().splitlines()[1:]) == ["start g1", "start g2"]
+    assert 4.0 <= took < 10.0
