@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One claim of the paper at BERT-base in one call on one GPU (repo root; carry `.whl` and `.gpu`, from pack.sh): the
+# One claim of the paper at BERT-base in one call on one GPU (repo root; carry `.whl` and `.gpu`, from wheels.sh and
+# pack.sh; claims b and c need pack.sh's default FORMATS, a, d and e only `nsp`): the
 # machine set up (env.sh), pack.sh's pack unpacked, then benchmarks/gpu/claim.py (what it runs: its docstring). Back in
 # $OUT/claim_<claim>.tar.gz: unpack it into reports/gpu/<date>-<claim>/ and commit it; `python
 # benchmarks/gpu/verdicts.py` renders reports/gpu.md from every such run.
-#   bash benchmarks/gpu/claim.sh a    pretrained (bert) vs scratch on SST-2, CoNLL-2003, SQuAD, QNLI (~8 min)
+#   bash benchmarks/gpu/claim.sh a    pretrained (bert) vs scratch on SST-2, CoNLL-2003, SQuAD, QNLI (408 s, H200)
 #   bash benchmarks/gpu/claim.sh b    NSP (bert) vs no NSP (nonsp) on QNLI, SQuAD, SST-2 (~8.5 min)
 #   bash benchmarks/gpu/claim.sh c    MLM (nonsp) vs left-to-right (ltr) on SQuAD, SST-2 (~7.5 min)
 #   bash benchmarks/gpu/claim.sh d    Table 7 on `bert`: fine-tuning, six frozen-feature strategies, CoNLL-2003 (~6 min)
@@ -12,8 +13,8 @@
 # 8.4 steps/s for 12 layers, fine-tuning 1,850 examples/s over 8 runs at once; an H100 may take ~10% longer. Env: STEPS
 # (a and d: 1400, b, c and e: 1000, each encoder), WARMUP (250), SEEDS ("1 2"), TASKS (the claim's), DEADLINE
 # (seconds after the call began at which every run still going is stopped: 540, inside a 600 s call), EXTRA
-# (overrides for every run; the last value of a key wins), DATA (/tmp/bertlab-claim/data), PACKS (pack.sh's folder: .gpu), COMMIT (the commit run.json names: the
-# device's copy has no git history), OUT (/tmp/bertlab-gpu).
+# (overrides for every run; the last value of a key wins), DATA (/tmp/bertlab-claim/data), PACKS (pack.sh's folder:
+# .gpu), COMMIT (the commit run.json names: the device's copy has no git history), OUT (/tmp/bertlab-gpu).
 set -uo pipefail
 DATA=${DATA:-/tmp/bertlab-claim/data}
 PACKS=${PACKS:-.gpu}

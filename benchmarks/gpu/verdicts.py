@@ -95,10 +95,20 @@ def encoders(run: Path) -> dict[str, dict[str, Any]]:
         m = read_json(path)
         ratio = m["heldout_ppl"] / m["heldout_unigram_ppl"]
         shape = "{num_layers}/{hidden_size}/{num_heads}".format(**m["shape"])
-        out[path.parent.name] = {"shape": shape, "steps": m["steps"], "tokens": m.get("train_tokens"), "ratio": ratio,
+        rate = m.get("throughput") or {}
+        out[path.parent.name] = {"shape": shape, "steps": m["steps"], "positions": m.get("train_tokens") or 0,
+                                 "tokens": rate.get("tokens"), "ratio": ratio,
                                  "collapsed": m["steps"] > 0 and not ratio <= COLLAPSED,
-                                 "tokens_per_second": (m.get("throughput") or {}).get("tokens_per_second")}
+                                 "tokens_per_second": rate.get("tokens_per_second")}
     return out
+
+
+def trained(e: dict[str, Any]) -> str:
+    """What an encoder read: non-padding tokens (the ledger's) and positions (padding included), or nothing at 0 steps."""
+    if not e["steps"]:
+        return ""
+    tokens = f"{e['tokens'] / 1e6:.1f}M non-padding tokens of " if e["tokens"] else ""
+    return f" ({tokens}{e['positions'] / 1e6:.1f}M positions)"
 
 
 def row(claim: str, pair: Pair, state: dict[str, dict[str, Any]], run: str, cell: CellOf) -> list[str]:
@@ -156,7 +166,7 @@ def report(root: Path) -> str:
     for run in runs:
         meta = read_json(run / "run.json")
         rows += verdicts(run, spec)
-        state = ", ".join(f"`{name}` {e['shape']}, {e['steps']:,} steps, {(e['tokens'] or 0) / 1e6:.1f}M tokens, "
+        state = ", ".join(f"`{name}` {e['shape']}, {e['steps']:,} steps{trained(e)}, "
                           f"{e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
                           for name, e in encoders(run).items())
         about.append(f"- `{run.name}`: claim {meta['claim']} ({CLAIMS[meta['claim']].title}), {meta['device']}, "

@@ -36,7 +36,7 @@ def claim_run(root: Path, name: str, claim: str, encoders: dict[str, tuple[tuple
         steps = 0 if encoder == "scratch" else 1400
         pretrain[encoder] = {**pre(encoder, shape, shape, shape[0] * 7_000_000, ppl), "steps": steps,
                              "heldout_unigram_ppl": UNIGRAM, "train_tokens": steps * 32768,
-                             "throughput": {"tokens_per_second": 300_000 if steps else None}}
+                             "throughput": {"tokens_per_second": 300_000, "tokens": steps * 30000} if steps else {}}
     write_data(run, [ft(e, task, score + seed - 1, seed=seed, mode=mode) for (task, e, mode), score in scores.items()
                      for seed in (1, 2)], pretrain)
     _dump(run / "run.json", {"claim": claim, "device": "NVIDIA H100 80GB HBM3", "commit": "abc1234", "steps": 1400,
@@ -67,7 +67,7 @@ def test_a_claim_is_decided_on_its_runs_cells_and_a_collapsed_encoder_tests_noth
     assert rows[0][2:7] == ["BERT_BASE", "From scratch (ours)", "90.5", "70.5", "60.0"]  # means, A's floor
     assert rows[0][9] == "200 x 2/2"
     assert "`2026-11-28-a`: claim a (pretrained vs scratch), NVIDIA H100 80GB HBM3, commit `abc1234`" in text
-    assert "`bert` 12/768/12, 1,400 steps, 45.9M tokens, 0.100 x unigram" in text
+    assert "`bert` 12/768/12, 1,400 steps (42.0M non-padding tokens of 45.9M positions), 0.100 x unigram" in text
     assert "0.667 x unigram (collapsed)" in text
 
 
