@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One call on a GPU machine (repo root; see benchmarks/README.md "On a GPU"): the pretraining step's throughput at the
 # gpu profile's recipe on the pack's own batches (bertlab eager and compiled against transformers eager and compiled:
-# benchmarks/pretrain_throughput.py --profile gpu), then the pretrain stage's own loop at that recipe, compiled and
+# benchmarks/pretrain_throughput.py --profile gpu), where its time goes (benchmarks/step_profile.py: kernels by kind,
+# the GPU's busy share), then the pretrain stage's own loop at that recipe, compiled and
 # alone on the GPU (STEPS steps on the pack: its metrics.json `throughput`, the ledger's non-padding tokens/s and MFU,
 # set beside the benchmark's runners), then the GPU tests (TESTS=0 skips them). Carry `.whl` (wheels the image lacks)
 # and `.gpu` (pack.sh's pack). Logs and results go to $OUT (default /tmp/bertlab-gpu); the last lines printed are the
-# summary. About 8 minutes on an H200 (the compiles: ~1 min each for bertlab, transformers and the stage).
+# summary. About 10 minutes on an H200 (the compiles ~1 min each; TESTS=0: 234 s without the profile, 2026-11-28).
 #   bash benchmarks/gpu/run.sh [steps]      (default 600)
 set -uo pipefail
 OUT=${OUT:-/tmp/bertlab-gpu}
@@ -32,6 +33,10 @@ stamp "throughput at the gpu profile's recipe on the pack's batches: bertlab and
 timeout 240 python3 benchmarks/pretrain_throughput.py --profile gpu --data $PILOT/data --device cuda --compile \
   --warmup 4 --rounds 8 --threads 8 --json "$OUT/throughput.json" 2>&1 | grep -v -E "^W[0-9]{4}|^\s*$" \
   | tee "$OUT/throughput.txt"
+
+stamp "where the step's time goes: torch.profiler over bertlab's step, eager and compiled, and transformers compiled"
+timeout 200 python3 benchmarks/step_profile.py --profile gpu --data $PILOT/data --device cuda --transformers \
+  --out "$OUT/profile.txt" 2>&1 | grep -v -E "^W[0-9]{4}|^\s*$|USDT|warnings.warn|Online softmax|split the reduction|important use case|^softmax\.$"
 
 stamp "the pretrain stage's loop: $STEPS steps of 256 x 128, compiled, alone on the GPU"
 timeout 240 python3 -m bertlab.pretrain "${PACKED[@]}" data_dir=$PILOT/data out_dir=$PILOT/data name=bert \

@@ -30,3 +30,27 @@ def test_the_benchmark_times_the_gpu_profiles_recipe_on_the_stages_batches(prepa
     bad = subprocess.run([sys.executable, str(REPO / "benchmarks/pretrain_throughput.py"), "--profile", "gpu",
                           "--data", str(prepared / "nowhere")], capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("error: --data")
+
+
+def test_the_step_profile_splits_each_runners_step_by_kind_of_work(prepared: Path) -> None:
+    """benchmarks/step_profile.py on a CPU: per runner the wall step and its ops' own time (at most the wall), split
+    into kinds whose shares sum to 100%, matmuls among them; a bad --data is one line and a nonzero exit."""
+    out_file = prepared / "profile.txt"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks/step_profile.py"), "--device", "cpu", "--data",
+                           str(prepared), "--set", *TINY, "--no-compile", "--transformers", "--steps", "2",
+                           "--warmup", "1", "--top", "4", "--out", str(out_file)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = out_file.read_text()
+    assert text == done.stdout
+    heads = re.findall(r"^## (.+?): ([\d.]+) ms a step \(wall, profiled\), ops' own time ([\d.]+) ms$", text, re.M)
+    assert [h[0] for h in heads] == ["bertlab (eager)", "transformers BertForPreTraining (sdpa)"], text
+    for section, (_, wall, busy) in zip(text.split("\n## ")[1:], heads):
+        assert 0 < float(busy) <= float(wall) * 1.05
+        shares = dict(re.findall(r"^  (\w[\w ()]*?) +[\d.]+ ms +([\d.]+)%$", section, re.M))
+        assert "matmul" in shares and float(shares["matmul"]) > 0, section
+        assert abs(sum(map(float, shares.values())) - 100) < 0.5, section
+        assert len(re.findall(r"^ +[\d.]+ ms  \S", section, re.M)) == 4  # the top kernels (ops) listed
+    bad = subprocess.run([sys.executable, str(REPO / "benchmarks/step_profile.py"), "--device", "cpu", "--data",
+                          str(prepared / "nowhere")], capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("error: --data")

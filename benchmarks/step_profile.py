@@ -1,0 +1,116 @@
+"""Where a pretraining step's time goes at a profile's recipe: torch.profiler over a few steps of bertlab's step
+(`pretrain_throughput.py`'s runners: the stage's model, inputs, optimizer and clipping), eager and compiled, on the
+stage's own batches, after warm-up. Per runner: the step's wall time; on a GPU the time its kernels ran ("busy": the
+rest of the wall is the GPU waiting on the host, for launches, syncs and the Python between them) and that time by
+kind of kernel (matmul, attention, optimizer, inductor's fused Triton kernels, the other elementwise and reduction
+kernels), then the kernels that take most. On a CPU the ops' own times stand in for kernels.
+
+    python benchmarks/step_profile.py --profile gpu --data DATA_DIR --device cuda --out profile.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+from pathlib import Path
+
+from pretrain_throughput import (Runner, bertlab_runner, profile_recipe, stage_batches, sync,  # beside this file
+                                 to_device, transformers_runner)
+
+import torch  # noqa: I001 - after pretrain_throughput, which sets the OpenMP and inductor settings first
+
+# A kernel's kind by the first of these its lower-cased name contains (cuBLAS/CUTLASS names, SDPA's flash and
+# memory-efficient kernels, the fused and foreach optimizer kernels, inductor's `triton_` kernels; aten's on a CPU).
+KINDS = [("attention", ("flash", "fmha", "attention", "scaled_dot_product")),
+         ("matmul", ("gemm", "xmma", "cutlass", "nvjet", "cublas", "aten::mm", "aten::addmm", "aten::bmm")),
+         ("optimizer", ("adam", "multi_tensor", "foreach")), ("inductor (fused)", ("triton",))]
+
+
+def kind(name: str) -> str:
+    low = name.lower()
+    return next((k for k, keys in KINDS if any(key in low for key in keys)), "other")
+
+
+def kernel_times(prof: torch.profiler.profile, device: str) -> Counter[str]:
+    """Microseconds by kernel name (GPU kernels), or by op name of the ops' own time (CPU)."""
+    times: Counter[str] = Counter()
+    if device == "cuda":
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                times[e.name] += e.time_range.elapsed_us()
+    else:
+        for e in prof.key_averages():
+            times[e.key] += e.self_cpu_time_total
+    return times
+
+
+def profile(runner: Runner, batches: list[dict], steps: int, device: str, top: int) -> list[str]:
+    activities = [torch.profiler.ProfilerActivity.CPU] + (
+        [torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
+    with torch.profiler.profile(activities=activities) as prof:
+        sync(device)
+        start = time.perf_counter()
+        for i in range(steps):
+            runner.step(batches[i % len(batches)])
+        sync(device)
+        wall = (time.perf_counter() - start) / steps * 1e3
+    times = kernel_times(prof, device)
+    busy = sum(times.values()) / steps / 1e3
+    what = "kernels" if device == "cuda" else "ops' own time"
+    graphs = sum(e.key.startswith("## Call CompiledFxGraph") for e in prof.key_averages())  # forward and backward: 2
+    lines = [f"## {runner.name}: {wall:.1f} ms a step (wall, profiled), {what} {busy:.1f} ms"
+             + (f" = {busy / wall:.0%} busy" if device == "cuda" else "")
+             + (f"; {graphs} compiled graphs called" if graphs else "")]
+    by_kind: Counter[str] = Counter()
+    for name, us in times.items():
+        by_kind[kind(name)] += us
+    lines += [f"  {k:18s} {us / steps / 1e3:8.2f} ms {us / max(sum(times.values()), 1):6.1%}"
+              for k, us in by_kind.most_common()]
+    lines += ["  top:"] + [f"  {us / steps / 1e3:8.3f} ms  {kind(name):16s} {name[:110]}"
+                           for name, us in times.most_common(top)]
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--profile", default="gpu", help="the profile whose recipe is profiled")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="Hydra overrides of --profile's config")
+    p.add_argument("--data", type=Path, required=True, help="a data_dir (tokenizer/, pretrain_data/)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True, help="also profile compiled")
+    p.add_argument("--transformers", action="store_true", help="also profile transformers (compiled if --compile)")
+    p.add_argument("--warmup", type=int, default=4)
+    p.add_argument("--steps", type=int, default=3, help="profiled steps a runner")
+    p.add_argument("--top", type=int, default=15, help="kernels listed a runner")
+    p.add_argument("--out", type=Path, help="also write the profile here")
+    args = p.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: --device cuda: torch sees no CUDA GPU")
+    if not (args.data / "pretrain_data").is_dir():
+        raise SystemExit(f"error: --data {args.data}: no pretrain_data/ there (a data_dir the stages wrote)")
+    recipe = profile_recipe(args.profile, args.set, args.data, args.device)
+    batches = [to_device(b, args.device) for b in stage_batches(recipe, args.data, 4)]
+    runners = [bertlab_runner("bertlab (eager)", recipe, device=args.device)]
+    if args.compile:
+        runners.append(bertlab_runner("bertlab + torch.compile", recipe, compile=True, device=args.device))
+    if args.transformers:
+        hf_optimizer = "fused" if args.device == "cuda" else "loop"
+        runners.append(transformers_runner(recipe, hf_optimizer, compile=args.compile, device=args.device))
+    tokens = sum(b["tokens"] for b in batches) / len(batches)
+    lines = [f"# step profile: profile {args.profile} {' '.join(args.set)}; batch {recipe.batch} x {recipe.seq}, "
+             f"{tokens:,.0f} non-padding tokens a batch; {args.device}"
+             f"{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}; torch {torch.__version__}; "
+             f"{args.steps} profiled steps after {args.warmup} warm-up"]
+    for runner in runners:
+        for i in range(args.warmup):
+            runner.step(batches[i % len(batches)])
+        lines += profile(runner, batches, args.steps, args.device, args.top)
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
