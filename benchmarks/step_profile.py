@@ -98,9 +98,9 @@ def main() -> None:
         hf_optimizer = "fused" if args.device == "cuda" else "loop"
         runners.append(transformers_runner(recipe, hf_optimizer, compile=args.compile, device=args.device))
     tokens = sum(b["tokens"] for b in batches) / len(batches)
+    where = f"cuda ({torch.cuda.get_device_name()})" if args.device == "cuda" else "cpu"
     lines = [f"# step profile: profile {args.profile} {' '.join(args.set)}; batch {recipe.batch} x {recipe.seq}, "
-             f"{tokens:,.0f} non-padding tokens a batch; {args.device}"
-             f"{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}; torch {torch.__version__}; "
+             f"{tokens:,.0f} non-padding tokens a batch; {where}; torch {torch.__version__}; "
              f"{args.steps} profiled steps after {args.warmup} warm-up"]
     for runner in runners:
         for i in range(args.warmup):

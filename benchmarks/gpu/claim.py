@@ -4,11 +4,12 @@ gpu profile's recipe, each encoder and cell with the study's own overrides (conf
 `modes`). Pretrain the claim's encoders (`verdicts.CLAIMS`: STEPS steps of 256 x 128, WARMUP warm-up steps, lr
 decaying to zero at the budget; all at once on the GPU) and fine-tune each on the claim's tasks in its modes the
 moment its pretraining ends (`scratch`'s cells beside `bert`'s pretraining), one epoch of BERT's recipe (batch 32, lr
-2e-5; `BUDGET` per task), every seed, full dev sets. The cells are the pipeline's `<task>-<encoder>-<mode>-<seed>`. $OUT/claim_<claim>.tar.gz brings back run.json (claim,
-device, commit, command, seconds), the download manifest, every encoder's metrics.json and heldout_items.json, every
-cell's metrics.json and items.json (per-item dev predictions) and the logs; unpacked into reports/gpu/<date>-<claim>/
-and committed, `python benchmarks/gpu/verdicts.py` renders reports/gpu.md from every such run. A run that fails or is
-still going at the deadline (DEADLINE seconds after the call began) leaves its cells missing, which the verdicts name.
+2e-5; `BUDGET` per task), every seed, full dev sets. The cells are the pipeline's `<task>-<encoder>-<mode>-<seed>`.
+$OUT/claim_<claim>.tar.gz brings back run.json (claim, device, commit, command, seconds), the download manifest,
+every encoder's metrics.json and heldout_items.json, every cell's metrics.json and items.json (per-item dev
+predictions) and the logs; unpacked into reports/gpu/<date>-<claim>/ and committed, `python
+benchmarks/gpu/verdicts.py` renders reports/gpu.md from every such run. A run that fails or is still going at the
+deadline (DEADLINE seconds after the call began) leaves its cells missing, which the verdicts name.
 
     python benchmarks/gpu/claim.py e --data DIR --print    # the commands, not run
 """
@@ -69,6 +70,7 @@ def plan(claim: str, args: argparse.Namespace) -> tuple[dict[str, list[str]], di
 
 
 def start(name: str, command: list[str], logs: Path) -> subprocess.Popen:
+    """`command` in its own process group (so a stop takes its loader workers too), logging to logs/<name>.log."""
     with (logs / f"{name}.log").open("w") as log:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -86,7 +88,7 @@ def run_claim(pretrain: dict[str, list[str]], finetune: dict[str, tuple[str, lis
             if proc.poll() is None:
                 if time.time() - started < deadline:
                     continue
-                os.killpg(proc.pid, signal.SIGKILL)  # its loader workers too
+                os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 print(f"{name}: stopped at the {deadline:.0f} s deadline", flush=True)
             del procs[name]

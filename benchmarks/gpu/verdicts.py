@@ -104,7 +104,7 @@ def encoders(run: Path) -> dict[str, dict[str, Any]]:
 
 
 def trained(e: dict[str, Any]) -> str:
-    """What an encoder read: non-padding tokens (the ledger's) and positions (padding included), or nothing at 0 steps."""
+    """What an encoder read: non-padding tokens (the ledger's) and positions (padding included); nothing at 0 steps."""
     if not e["steps"]:
         return ""
     tokens = f"{e['tokens'] / 1e6:.1f}M non-padding tokens of " if e["tokens"] else ""
