@@ -172,9 +172,11 @@ def bertlab_runner(
     return Runner(name, step, flops_per_token(recipe.config, recipe.seq, scored))
 
 
-def transformers_runner(recipe: Recipe, optimizer: str, compile: bool = False, device: str = "cpu") -> Runner:
-    """transformers' BertForPreTraining (sdpa) at the recipe's shape and dropout, with the same clipping; absolute
-    positions whatever the recipe's (its rotary RoFormer has no SDPA attention, only a slower eager one)."""
+def transformers_runner(recipe: Recipe, compile: bool = False, device: str = "cpu") -> Runner:
+    """transformers' BertForPreTraining (sdpa) at the recipe's shape and dropout, with the same clipping and torch's
+    default AdamW (a per-tensor loop on a CPU, fused on a GPU); absolute positions whatever the recipe's (its rotary
+    RoFormer has no SDPA attention, only a slower eager one)."""
+    optimizer = "loop" if device == "cpu" else "fused"
     import transformers
 
     hf = {**config_to_hf(replace(recipe.config, positions="absolute")), "attn_implementation": "sdpa"}
@@ -243,6 +245,14 @@ def mm_gflops(device: str = "cpu", reps: int = 5) -> float:
     return 2 * n**3 * reps / (time.perf_counter() - start) / 1e9
 
 
+def check_inputs(device: str, data: Path | None) -> None:
+    """Exit with one line if `--device cuda` has no GPU or `--data` holds no pretrain_data/."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: --device cuda: torch sees no CUDA GPU")
+    if data is not None and not (data / "pretrain_data").is_dir():
+        raise SystemExit(f"error: --data {data}: no pretrain_data/ there (a data_dir the stages wrote)")
+
+
 def sync(device: str) -> None:
     """Wait for the device's queued work (a GPU runs asynchronously), so that a host clock times it."""
     if device != "cpu":
@@ -282,10 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", type=Path, help="also write each runner's figures here")
     args = p.parse_args(argv)
     device = args.device
-    if device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda: torch sees no CUDA GPU")
-    if args.data is not None and not (args.data / "pretrain_data").is_dir():
-        raise SystemExit(f"error: --data {args.data}: no pretrain_data/ there (a data_dir the stages wrote)")
+    check_inputs(device, args.data)
     recipe = (profile_recipe(args.profile, args.set, args.data, device) if args.profile
               else flag_recipe(args, device == "cuda"))
     if args.bf16 is not None:
@@ -311,12 +318,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.threads > 1:
             runners.append(bertlab_runner("  ablation: 1 thread", recipe, args.optimizer, threads=1, device=device))
     reference = None
-    if not args.no_transformers:  # torch's default AdamW on a CPU (a per-tensor loop), fused on a GPU
-        hf_optimizer = "loop" if device == "cpu" else "fused"
-        reference = transformers_runner(recipe, hf_optimizer, device=device)
+    if not args.no_transformers:
+        reference = transformers_runner(recipe, device=device)
         runners.append(reference)
         if args.compile:
-            runners.append(transformers_runner(recipe, hf_optimizer, compile=True, device=device))
+            runners.append(transformers_runner(recipe, compile=True, device=device))
 
     load_before = os.getloadavg()[0]
     counter = 0

@@ -15,8 +15,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pretrain_throughput import (Runner, bertlab_runner, profile_recipe, stage_batches, sync,  # beside this file
-                                 to_device, transformers_runner)
+from pretrain_throughput import (Runner, bertlab_runner, check_inputs, profile_recipe,  # beside this file
+                                 stage_batches, sync, to_device, transformers_runner)
 
 import torch  # noqa: I001 - after pretrain_throughput, which sets the OpenMP and inductor settings first
 
@@ -32,15 +32,15 @@ def kind(name: str) -> str:
     return next((k for k, keys in KINDS if any(key in low for key in keys)), "other")
 
 
-def kernel_times(prof: torch.profiler.profile, device: str) -> Counter[str]:
-    """Microseconds by kernel name (GPU kernels), or by op name of the ops' own time (CPU)."""
+def kernel_times(prof: torch.profiler.profile, ops: list, device: str) -> Counter[str]:
+    """Microseconds by kernel name (GPU kernels), or by op name of the ops' own time (CPU; `ops`: key_averages)."""
     times: Counter[str] = Counter()
     if device == "cuda":
         for e in prof.events():
             if e.device_type == torch.autograd.DeviceType.CUDA:
                 times[e.name] += e.time_range.elapsed_us()
     else:
-        for e in prof.key_averages():
+        for e in ops:
             times[e.key] += e.self_cpu_time_total
     return times
 
@@ -55,17 +55,19 @@ def profile(runner: Runner, batches: list[dict], steps: int, device: str, top: i
             runner.step(batches[i % len(batches)])
         sync(device)
         wall = (time.perf_counter() - start) / steps * 1e3
-    times = kernel_times(prof, device)
-    busy = sum(times.values()) / steps / 1e3
+    ops = prof.key_averages()
+    times = kernel_times(prof, ops, device)
+    total = sum(times.values())
+    busy = total / steps / 1e3
     what = "kernels" if device == "cuda" else "ops' own time"
-    graphs = sum(e.key.startswith("## Call CompiledFxGraph") for e in prof.key_averages())  # forward and backward: 2
+    graphs = sum(e.key.startswith("## Call CompiledFxGraph") for e in ops)  # forward and backward: 2
     lines = [f"## {runner.name}: {wall:.1f} ms a step (wall, profiled), {what} {busy:.1f} ms"
              + (f" = {busy / wall:.0%} busy" if device == "cuda" else "")
              + (f"; {graphs} compiled graphs called" if graphs else "")]
     by_kind: Counter[str] = Counter()
     for name, us in times.items():
         by_kind[kind(name)] += us
-    lines += [f"  {k:18s} {us / steps / 1e3:8.2f} ms {us / max(sum(times.values()), 1):6.1%}"
+    lines += [f"  {k:18s} {us / steps / 1e3:8.2f} ms {us / max(total, 1):6.1%}"
               for k, us in by_kind.most_common()]
     lines += ["  top:"] + [f"  {us / steps / 1e3:8.3f} ms  {kind(name):16s} {name[:110]}"
                            for name, us in times.most_common(top)]
@@ -85,18 +87,14 @@ def main() -> None:
     p.add_argument("--top", type=int, default=15, help="kernels listed a runner")
     p.add_argument("--out", type=Path, help="also write the profile here")
     args = p.parse_args()
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda: torch sees no CUDA GPU")
-    if not (args.data / "pretrain_data").is_dir():
-        raise SystemExit(f"error: --data {args.data}: no pretrain_data/ there (a data_dir the stages wrote)")
+    check_inputs(args.device, args.data)
     recipe = profile_recipe(args.profile, args.set, args.data, args.device)
     batches = [to_device(b, args.device) for b in stage_batches(recipe, args.data, 4)]
     runners = [bertlab_runner("bertlab (eager)", recipe, device=args.device)]
     if args.compile:
         runners.append(bertlab_runner("bertlab + torch.compile", recipe, compile=True, device=args.device))
     if args.transformers:
-        hf_optimizer = "fused" if args.device == "cuda" else "loop"
-        runners.append(transformers_runner(recipe, hf_optimizer, compile=args.compile, device=args.device))
+        runners.append(transformers_runner(recipe, compile=args.compile, device=args.device))
     tokens = sum(b["tokens"] for b in batches) / len(batches)
     where = f"cuda ({torch.cuda.get_device_name()})" if args.device == "cuda" else "cpu"
     lines = [f"# step profile: profile {args.profile} {' '.join(args.set)}; batch {recipe.batch} x {recipe.seq}, "

@@ -72,7 +72,6 @@ CLAIMS = {
     "e": Claim("Table 6: depth at equal tokens", ("L3_H768_A12", "L6_H768_A12", "L12_H768_A12"), ("sst2", "mrpc"),
                ("size_ppl", "size_sst2", "size_mrpc"), 1000),
 }
-COLLAPSED = 0.5  # held-out perplexity over the unigram floor above which a pretrained encoder learned nothing
 HEADER = ["claim", "column", "A", "B", "A mean", "B mean", "A's floor", "A - B [95%]", "verdict", "items x seeds",
           "run"]
 
@@ -82,14 +81,21 @@ def study() -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"), resolve=True)
 
 
+def collapse_bound(spec: dict[str, Any]) -> float:
+    """Held-out perplexity over the unigram floor above which a pretrained encoder learned nothing: the bound of the
+    study's `beyond_unigram` claim (0.5)."""
+    return float(next(c["floor_ratio"] for c in spec["claims"] if c["id"] == "beyond_unigram"))
+
+
 def declared(spec: dict[str, Any], claim: str) -> list[dict[str, Any]]:
     """The claims of the study that decide the short run `claim`, in the study's form."""
     by_id = {c["id"]: c for c in spec["claims"]}
     return [by_id[c] if isinstance(c, str) else c for c in CLAIMS[claim].decided_by]
 
 
-def encoders(run: Path) -> dict[str, dict[str, Any]]:
-    """Per encoder of `run`: shape, steps, tokens, held-out perplexity over the unigram, whether it collapsed."""
+def encoders(run: Path, bound: float) -> dict[str, dict[str, Any]]:
+    """Per encoder of `run`: shape, steps, tokens, held-out perplexity over the unigram, whether it collapsed (above
+    `bound` x unigram)."""
     out = {}
     for path in sorted((run / "pretrain").glob("*/metrics.json")):
         m = read_json(path)
@@ -98,7 +104,7 @@ def encoders(run: Path) -> dict[str, dict[str, Any]]:
         rate = m.get("throughput") or {}
         out[path.parent.name] = {"shape": shape, "steps": m["steps"], "positions": m.get("train_tokens") or 0,
                                  "tokens": rate.get("tokens"), "ratio": ratio,
-                                 "collapsed": m["steps"] > 0 and not ratio <= COLLAPSED,
+                                 "collapsed": m["steps"] > 0 and not ratio <= bound,
                                  "tokens_per_second": rate.get("tokens_per_second")}
     return out
 
@@ -111,13 +117,13 @@ def trained(e: dict[str, Any]) -> str:
     return f" ({tokens}{e['positions'] / 1e6:.1f}M positions)"
 
 
-def row(claim: str, pair: Pair, state: dict[str, dict[str, Any]], run: str, cell: CellOf) -> list[str]:
+def row(claim: str, pair: Pair, state: dict[str, dict[str, Any]], bound: float, run: str, cell: CellOf) -> list[str]:
     """One table row: the pair's sides, means, A's floor, A - B with its interval and the verdict's reading."""
     c, digits = pair.contrast, 2 if pair.column == PPL else 1
     a, b = cell(pair.a.row, pair.column), cell(pair.b.row, pair.column)
     collapsed = [e for e in dict.fromkeys(encoder_of(s.row) for s in (pair.a, pair.b)) if state[e]["collapsed"]]
     if collapsed:
-        verdict = f"tests nothing: {', '.join(collapsed)} collapsed (> {COLLAPSED} x unigram)"
+        verdict = f"tests nothing: {', '.join(collapsed)} collapsed (> {bound} x unigram)"
     else:
         verdict = pair.reading + (f" ({pair.reason})" if pair.reason else "")
     interval = "-" if not math.isfinite(c.estimate) else (
@@ -131,11 +137,12 @@ def verdicts(run: Path, spec: dict[str, Any]) -> list[list[str]]:
     perplexity), decided on its cells."""
     meta = read_json(run / "run.json")
     claim = CLAIMS[meta["claim"]]
+    bound = collapse_bound(spec)
     spec = {**spec, "claims": declared(spec, meta["claim"])}
-    results, state, columns = collect(run), encoders(run), {PPL, *meta["tasks"]}
+    results, state, columns = collect(run), encoders(run, bound), {PPL, *meta["tasks"]}
     cell = cell_lookup(spec, results)  # shared with check_claims: each side's floor bootstrapped once
     ours = set(claim.encoders)
-    return [row(f"{meta['claim']} ({f.id})", p, state, run.name, cell) for f in check_claims(spec, results, cell)
+    return [row(f"{meta['claim']} ({f.id})", p, state, bound, run.name, cell) for f in check_claims(spec, results, cell)
             for p in f.pairs if p.column in columns and {encoder_of(p.a.row), encoder_of(p.b.row)} <= ours]
 
 
@@ -154,8 +161,9 @@ def report(root: Path) -> str:
              "fine-tunes every encoder on the claim's tasks, one epoch of BERT's recipe (MRPC three), full dev sets. "
              "Each pair is one of the study's declared claims (conf/ablations/default.yaml) decided as the ablations "
              "report decides it: A - B, A the side the paper finds better, its 95% interval a paired bootstrap over "
-             "dev items and seeds, and whether that interval admits the paper's own effect. An encoder above 0.5 x "
-             "unigram at the end of its pretraining is collapsed: its pairs test nothing.", ""]
+             "dev items and seeds, and whether that interval admits the paper's own effect. An encoder above "
+             f"{collapse_bound(spec)} x unigram at the end of its pretraining is collapsed: its pairs test nothing.",
+             ""]
     if not runs:
         return "\n".join(lines + [
             f"No run has been committed yet ({root.relative_to(REPO) if root.is_relative_to(REPO) else root} holds "
@@ -168,7 +176,7 @@ def report(root: Path) -> str:
         rows += verdicts(run, spec)
         state = ", ".join(f"`{name}` {e['shape']}, {e['steps']:,} steps{trained(e)}, "
                           f"{e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
-                          for name, e in encoders(run).items())
+                          for name, e in encoders(run, collapse_bound(spec)).items())
         about.append(f"- `{run.name}`: claim {meta['claim']} ({CLAIMS[meta['claim']].title}), {meta['device']}, "
                      f"commit `{meta['commit']}`, `{meta['command']}` in {meta['seconds']} s; {state}")
     table = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
@@ -183,10 +191,11 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=REPO / "reports" / "gpu.md")
     args = p.parse_args()
     if args.runs is not None:
-        for name, e in encoders(args.runs).items():
+        spec = study()
+        for name, e in encoders(args.runs, collapse_bound(spec)).items():
             print(f"{name}: {e['steps']} steps, {e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
                   f", {e['tokens_per_second'] or '-'} tokens/s")
-        for r in verdicts(args.runs, study()):
+        for r in verdicts(args.runs, spec):
             print(" | ".join(f"{h}: {v}" for h, v in zip(HEADER[1:-1], r[1:-1])))
         return
     args.out.write_text(report(args.root))
