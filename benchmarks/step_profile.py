@@ -3,7 +3,10 @@
 stage's own batches, after warm-up. Per runner: the step's wall time; on a GPU the time its kernels ran ("busy": the
 rest of the wall is the GPU waiting on the host, for launches, syncs and the Python between them) and that time by
 kind of kernel (matmul, attention, optimizer, inductor's fused Triton kernels, the other elementwise and reduction
-kernels), then the kernels that take most. On a CPU the ops' own times stand in for kernels.
+kernels), then the kernels that take most. On a CPU the ops' own times stand in for kernels. Then what stands
+between the step and a target MFU: its model FLOPs (`flops_per_token`, as the stage's ledger counts them) over its
+wall time against the device's peak, the rate its matmul and attention kernels alone reach (the MFU ceiling if
+everything else were free), and the milliseconds the target leaves against those spent in other kernels and idle.
 
     python benchmarks/step_profile.py --profile gpu --data DATA_DIR --device cuda --out profile.txt
 """
@@ -45,7 +48,24 @@ def kernel_times(prof: torch.profiler.profile, ops: list, device: str) -> Counte
     return times
 
 
-def profile(runner: Runner, batches: list[dict], steps: int, device: str, top: int) -> list[str]:
+def gap(flops: float, wall: float, by_kind: Counter[str], steps: int, peak: float, target: float) -> list[str]:
+    """What stands between a step of `flops` model FLOPs taking `wall` ms and `target` MFU of `peak` TFLOP/s:
+    achieved rate and MFU, the matmul and attention kernels' own rate (the MFU ceiling), and the ms over target."""
+    dense = (by_kind["matmul"] + by_kind["attention"]) / steps / 1e3
+    rest = sum(by_kind.values()) / steps / 1e3 - dense
+    achieved, goal = flops / wall / 1e9, flops / (target * peak * 1e12) * 1e3
+    lines = [f"  model FLOPs {flops / 1e9:.4g} G a step: {achieved:.3g} TFLOP/s, {achieved / peak:.1%} MFU "
+             f"(peak {peak:g} TFLOP/s)"]
+    if dense:
+        lines.append(f"  matmul + attention kernels {dense:.2f} ms at {flops / dense / 1e9:.3g} TFLOP/s: MFU "
+                     f"{flops / dense / 1e9 / peak:.1%} if everything else were free")
+    lines.append(f"  at {target:.0%} MFU a step takes {goal:.2f} ms: {max(wall - goal, 0):.2f} ms over, against "
+                 f"{rest:.2f} ms in other kernels and {max(wall - dense - rest, 0):.2f} ms idle")
+    return lines
+
+
+def profile(runner: Runner, batches: list[dict], steps: int, device: str, top: int, peak: float | None,
+            target: float) -> list[str]:
     activities = [torch.profiler.ProfilerActivity.CPU] + (
         [torch.profiler.ProfilerActivity.CUDA] if device == "cuda" else [])
     with torch.profiler.profile(activities=activities) as prof:
@@ -71,6 +91,9 @@ def profile(runner: Runner, batches: list[dict], steps: int, device: str, top: i
               for k, us in by_kind.most_common()]
     lines += ["  top:"] + [f"  {us / steps / 1e3:8.3f} ms  {kind(name):16s} {name[:110]}"
                            for name, us in times.most_common(top)]
+    if peak:
+        tokens = sum(batches[i % len(batches)]["tokens"] for i in range(steps)) / steps  # non-padding, as profiled
+        lines += gap(runner.flops_per_token * tokens, wall, by_kind, steps, peak, target)
     return lines
 
 
@@ -85,6 +108,9 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=4)
     p.add_argument("--steps", type=int, default=3, help="profiled steps a runner")
     p.add_argument("--top", type=int, default=15, help="kernels listed a runner")
+    p.add_argument("--peak-tflops", type=float, help="the device's dense peak for MFU (default: 989 on cuda, the "
+                   "H100/H200 SXM's bf16; none on a CPU)")
+    p.add_argument("--target-mfu", type=float, default=0.4, help="the MFU whose gap is measured (default 0.4)")
     p.add_argument("--out", type=Path, help="also write the profile here")
     args = p.parse_args()
     check_inputs(args.device, args.data)
@@ -96,6 +122,7 @@ def main() -> None:
     if args.transformers:
         runners.append(transformers_runner(recipe, compile=args.compile, device=args.device))
     tokens = sum(b["tokens"] for b in batches) / len(batches)
+    peak = args.peak_tflops or (989.0 if args.device == "cuda" else None)
     where = f"cuda ({torch.cuda.get_device_name()})" if args.device == "cuda" else "cpu"
     lines = [f"# step profile: profile {args.profile} {' '.join(args.set)}; batch {recipe.batch} x {recipe.seq}, "
              f"{tokens:,.0f} non-padding tokens a batch; {where}; torch {torch.__version__}; "
@@ -103,7 +130,7 @@ def main() -> None:
     for runner in runners:
         for i in range(args.warmup):
             runner.step(batches[i % len(batches)])
-        lines += profile(runner, batches, args.steps, args.device, args.top)
+        lines += profile(runner, batches, args.steps, args.device, args.top, peak, args.target_mfu)
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if args.out:

@@ -34,11 +34,14 @@ def test_the_benchmark_times_the_gpu_profiles_recipe_on_the_stages_batches(prepa
 
 def test_the_step_profile_splits_each_runners_step_by_kind_of_work(prepared: Path) -> None:
     """benchmarks/step_profile.py on a CPU: per runner the wall step and its ops' own time (at most the wall), split
-    into kinds whose shares sum to 100%, matmuls among them; a bad --data is one line and a nonzero exit."""
+    into kinds whose shares sum to 100%, matmuls among them, then its gap to the target MFU of the peak given (rate
+    and MFU from the model FLOPs, the matmuls' own rate above it, the ms over target); a bad --data is one line and a
+    nonzero exit."""
     out_file = prepared / "profile.txt"
     done = subprocess.run([sys.executable, str(REPO / "benchmarks/step_profile.py"), "--device", "cpu", "--data",
                            str(prepared), "--set", *TINY, "--no-compile", "--transformers", "--steps", "2",
-                           "--warmup", "1", "--top", "4", "--out", str(out_file)],
+                           "--warmup", "1", "--top", "4", "--peak-tflops", "0.1", "--target-mfu", "0.9",
+                           "--out", str(out_file)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     text = out_file.read_text()
@@ -51,6 +54,17 @@ def test_the_step_profile_splits_each_runners_step_by_kind_of_work(prepared: Pat
         assert "matmul" in shares and float(shares["matmul"]) > 0, section
         assert abs(sum(map(float, shares.values())) - 100) < 0.5, section
         assert len(re.findall(r"^ +[\d.]+ ms  \S", section, re.M)) == 4  # the top kernels (ops) listed
+        rate, mfu = map(float, re.search(r"G a step: ([\d.]+) TFLOP/s, ([\d.]+)% MFU \(peak 0.1 TFLOP/s\)$",
+                                         section, re.M).groups())
+        assert rate > 0 and abs(mfu - rate / 0.1 * 100) < 0.1 + 0.001 * mfu, section
+        dense = r"^  matmul \+ attention kernels [\d.]+ ms at ([\d.]+) TFLOP/s: MFU ([\d.]+)% if everything else were"
+        dense_rate, ceiling = map(float, re.search(dense + " free$", section, re.M).groups())
+        assert dense_rate > rate and abs(ceiling - dense_rate / 0.1 * 100) < 0.1 + 0.001 * ceiling, section
+        goal, over, rest, idle = map(float, re.search(r"^  at 90% MFU a step takes ([\d.]+) ms: ([\d.]+) ms over, "
+                                                      r"against ([\d.]+) ms in other kernels and ([\d.]+) ms idle$",
+                                                      section, re.M).groups())
+        assert abs(goal - float(wall) * mfu / 90) < 0.02 + 0.01 * goal and abs(over - (float(wall) - goal)) < 0.06
+        assert 0 <= rest <= float(busy) and idle >= 0, section
     bad = subprocess.run([sys.executable, str(REPO / "benchmarks/step_profile.py"), "--device", "cpu", "--data",
                           str(prepared / "nowhere")], capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith("error: --data")
