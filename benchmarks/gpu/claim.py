@@ -9,7 +9,9 @@ $OUT/claim_<claim>.tar.gz brings back run.json (claim, device, commit, command, 
 every encoder's metrics.json and heldout_items.json, every cell's metrics.json and items.json (per-item dev
 predictions) and the logs; unpacked into reports/gpu/<date>-<claim>/ and committed, `python
 benchmarks/gpu/verdicts.py` renders reports/gpu.md from every such run. A run that fails or is still going at the
-deadline (DEADLINE seconds after the call began) leaves its cells missing, which the verdicts name.
+deadline (DEADLINE seconds after the call began) leaves its cells missing, which the verdicts name. `--encoders`
+runs some of the claim's encoders only, `--base` naming the committed run (reports/gpu/) whose cells of the others
+decide it with them: e.g. `scratch` again at another fine-tuning lr (`--extra finetune.lr=1e-4`) against `bert`'s cells.
 
     python benchmarks/gpu/claim.py e --data DIR --print    # the commands, not run
 """
@@ -27,7 +29,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from verdicts import CLAIMS, study, verdicts  # beside this file
+from verdicts import CLAIMS, base_run, study, verdicts  # beside this file
 
 from bertlab.study import cell_name
 
@@ -52,12 +54,13 @@ def plan(claim: str, args: argparse.Namespace) -> tuple[dict[str, list[str]], di
     common = [*args.packed, f"data_dir={args.data}", f"out_dir={args.data}", "logger=csv", "impl.devices=1",
               "impl.compile=false", "impl.reuse_twins=false"]
     steps = args.steps or c.steps
+    ours = args.encoders or c.encoders
     pretrain = {e: [*STAGE, "bertlab.pretrain", *common, f"name={e}", f"pretrain.max_steps={steps}",
                     f"pretrain.warmup_steps={args.warmup}", f"pretrain.val_every_steps={(steps + 3) // 4}",
                     f"pretrain.checkpoint_every_steps={steps * 2}", "impl.num_workers=4", *spec["encoders"][e],
-                    *args.extra] for e in c.encoders}
+                    *args.extra] for e in ours}
     finetune = {}
-    for encoder in c.encoders:
+    for encoder in ours:
         for task in args.tasks or c.tasks:
             for mode in c.modes(spec):
                 for seed in args.seeds:
@@ -143,9 +146,19 @@ def main() -> None:
                    help="seconds after the call began (STARTED) at which every run still going is stopped")
     p.add_argument("--packed", nargs="*", default=[], help="the overrides pack.sh built the pack with")
     p.add_argument("--extra", nargs="*", default=[], help="overrides for every run, after the rest")
+    p.add_argument("--encoders", nargs="*", default=None, help="some of the claim's encoders (default: all)")
+    p.add_argument("--base", default=None, help="with --encoders: the committed run (a folder of reports/gpu/) "
+                   "whose cells of the claim's other encoders decide the claim with this run's")
     p.add_argument("--commit", default="", help="the commit run.json names (the device's copy has no git history)")
     p.add_argument("--print", action="store_true", help="print the commands and stop")
     args = p.parse_args()
+    claim = CLAIMS[args.claim]
+    if set(args.encoders or ()) - set(claim.encoders):
+        p.error(f"--encoders: claim {args.claim}'s encoders are {', '.join(claim.encoders)}")
+    if bool(args.base) != (args.encoders is not None and set(args.encoders) != set(claim.encoders)):
+        p.error("--base names the run holding the encoders --encoders leaves out: give both or neither")
+    if args.base:
+        base_run(args.data, {"claim": args.claim, "base": args.base})  # committed, of this claim: else exits
     pretrain, finetune = plan(args.claim, args)
     if args.print:
         print("\n".join(shlex.join(c) for c in [*pretrain.values(), *(c for _, c in finetune.values())]))
@@ -153,7 +166,6 @@ def main() -> None:
     logs = args.data / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    claim = CLAIMS[args.claim]
     stamp(f"claim {args.claim} ({claim.title}) on {device()}: pretrain {', '.join(pretrain)}, then {len(finetune)} "
           f"cells, each as soon as its encoder is ready; stop at {args.deadline:.0f} s")
     failed = run_claim(pretrain, finetune, args.data, args.deadline)
@@ -163,8 +175,10 @@ def main() -> None:
     (args.data / "run.json").write_text(json.dumps({
         "claim": args.claim, "device": device(), "commit": commit or None, "steps": args.steps or claim.steps,
         "warmup": args.warmup, "tasks": list(args.tasks or claim.tasks), "seeds": args.seeds,
-        "extra": shlex.join(args.extra), "seconds": round(time.time() - started),
-        "command": f"bash benchmarks/gpu/claim.sh {args.claim}"}, indent=1))
+        "extra": shlex.join(args.extra), "seconds": round(time.time() - started), "encoders": list(pretrain),
+        "base": args.base, "command": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in (
+            ("ENCODERS", " ".join(args.encoders or ())), ("BASE", args.base or ""), ("EXTRA", shlex.join(args.extra)))
+            if v), f"bash benchmarks/gpu/claim.sh {args.claim}"])}, indent=1))
     print(f"brought back: {bring_back(args.data, args.out, args.claim)}")
     for row in verdicts(args.data, study()):
         print(" | ".join(row[:-1]))

@@ -9,9 +9,12 @@
 #   bash benchmarks/gpu/claim.sh c    MLM (nonsp) vs left-to-right (ltr) on SQuAD, SST-2 (~7.5 min)
 #   bash benchmarks/gpu/claim.sh d    Table 7 on `bert`: fine-tuning, six frozen-feature strategies, CoNLL-2003 (~6 min)
 #   bash benchmarks/gpu/claim.sh e    Table 6's depths 3, 6, 12 x 768, equal tokens: held-out ppl, SST-2, MRPC (~8 min)
+#   ENCODERS=scratch BASE=2026-11-28-a EXTRA=finetune.lr=1e-4 bash benchmarks/gpu/claim.sh a
+#                                     claim a's scratch side again at 5x BERT's lr, against a's `bert` (~3 min)
 # Minutes from the rates measured on an H200 (benchmarks/README.md "On a GPU"): the pretrain stage's eager loop at
 # 8.4 steps/s for 12 layers, fine-tuning 1,850 examples/s over 8 runs at once; an H100 may take ~10% longer. Env: STEPS
-# (a and d: 1400, b, c and e: 1000, each encoder), WARMUP (250), SEEDS ("1 2"), TASKS (the claim's), DEADLINE
+# (a and d: 1400, b, c and e: 1000, each encoder), WARMUP (250), SEEDS ("1 2"), TASKS (the claim's), ENCODERS (some
+# of the claim's, with BASE: the committed run of reports/gpu/ whose cells of the others decide it with them), DEADLINE
 # (seconds after the call began at which every run still going is stopped: 540, inside a 600 s call), EXTRA
 # (overrides for every run; the last value of a key wins), DATA (/tmp/bertlab-claim/data), PACKS (pack.sh's folder:
 # .gpu), COMMIT (the commit run.json names: the device's copy has no git history), OUT (/tmp/bertlab-gpu).
@@ -23,4 +26,5 @@ python3 -c "import tarfile,sys; [tarfile.open(p).extractall(sys.argv[1]) for p i
   "$PACKS/pack.tar.xz" "$PACKS/tasks.tar.xz" || { echo "error: $PACKS/pack.tar.xz or tasks.tar.xz is missing"; exit 1; }
 STARTED=$started exec python3 benchmarks/gpu/claim.py "$@" --data "$DATA" --out "${OUT:-/tmp/bertlab-gpu}" \
   --steps "${STEPS:-0}" --warmup "${WARMUP:-250}" --seeds ${SEEDS:-1 2} ${TASKS:+--tasks $TASKS} \
+  ${ENCODERS:+--encoders $ENCODERS} ${BASE:+--base "$BASE"} \
   --deadline "${DEADLINE:-540}" --packed "${PACKED[@]}" --extra ${EXTRA:-} --commit "${COMMIT:-}"

@@ -11,13 +11,19 @@ collapsed: its pairs test nothing.
 
 A committed run is a folder of reports/gpu/ holding what claim.sh's tarball brings back: run.json, download/
 manifest.json, pretrain/<encoder>/ (metrics.json, heldout_items.json) and finetune/<task>-<encoder>-<mode>-<seed>/
-(metrics.json, items.json).
+(metrics.json, items.json). A run of some of its claim's encoders (claim.sh's ENCODERS, e.g. `scratch` again at
+another fine-tuning lr) names a committed run of the same claim as its `base`, whose files of the other encoders it is
+decided with: the same dev items, so still paired.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +99,41 @@ def declared(spec: dict[str, Any], claim: str) -> list[dict[str, Any]]:
     return [by_id[c] if isinstance(c, str) else c for c in CLAIMS[claim].decided_by]
 
 
+def base_run(run: Path, meta: dict[str, Any]) -> Path | None:
+    """The committed run whose other encoders' files complete `run` (run.json `base`: a sibling folder, else one of
+    reports/gpu/), or None for a run of its claim's every encoder."""
+    if not meta.get("base"):
+        return None
+    for base in (run.parent / meta["base"], REPO / "reports" / "gpu" / meta["base"]):
+        if (base / "run.json").exists():
+            if read_json(base / "run.json")["claim"] != meta["claim"]:
+                raise SystemExit(f"error: {run}/run.json: base {meta['base']!r} is a run of another claim")
+            return base
+    raise SystemExit(f"error: {run}/run.json: base {meta['base']!r} is not a committed run (reports/gpu/)")
+
+
+@contextlib.contextmanager
+def whole(run: Path) -> Iterator[Path]:
+    """`run`, or for a run of some of its claim's encoders a temporary folder of its files and its base's files of the
+    claim's other encoders (pretraining results and cells)."""
+    meta = read_json(run / "run.json")
+    base = base_run(run, meta)
+    if base is None:
+        yield run
+        return
+    own = set(meta["encoders"])
+    with tempfile.TemporaryDirectory() as tmp:
+        into = Path(tmp)
+        shutil.copytree(run, into, dirs_exist_ok=True)
+        for d in sorted((base / "pretrain").glob("*/")):
+            if d.name not in own:
+                shutil.copytree(d, into / "pretrain" / d.name)
+        for d in sorted((base / "finetune").glob("*/")):
+            if read_json(d / "metrics.json")["encoder"] not in own:
+                shutil.copytree(d, into / "finetune" / d.name)
+        yield into
+
+
 def encoders(run: Path, bound: float) -> dict[str, dict[str, Any]]:
     """Per encoder of `run`: shape, steps, tokens, held-out perplexity over the unigram, whether it collapsed (above
     `bound` x unigram)."""
@@ -134,15 +175,17 @@ def row(claim: str, pair: Pair, state: dict[str, dict[str, Any]], bound: float, 
 
 def verdicts(run: Path, spec: dict[str, Any]) -> list[list[str]]:
     """The rows of `run`'s claim: the pairs of its deciding claims on its own encoders and tasks (and held-out
-    perplexity), decided on its cells."""
+    perplexity), decided on its cells (and its base's, for the encoders it did not run)."""
     meta = read_json(run / "run.json")
     claim = CLAIMS[meta["claim"]]
     bound = collapse_bound(spec)
     spec = {**spec, "claims": declared(spec, meta["claim"])}
-    results, state, columns = collect(run), encoders(run, bound), {PPL, *meta["tasks"]}
+    name = run.name + (f" (with {meta['base']})" if meta.get("base") else "")
+    with whole(run) as folder:
+        results, state, columns = collect(folder), encoders(folder, bound), {PPL, *meta["tasks"]}
     cell = cell_lookup(spec, results)  # shared with check_claims: each side's floor bootstrapped once
     ours = set(claim.encoders)
-    return [row(f"{meta['claim']} ({f.id})", p, state, bound, run.name, cell) for f in check_claims(spec, results, cell)
+    return [row(f"{meta['claim']} ({f.id})", p, state, bound, name, cell) for f in check_claims(spec, results, cell)
             for p in f.pairs if p.column in columns and {encoder_of(p.a.row), encoder_of(p.b.row)} <= ours]
 
 
@@ -177,7 +220,8 @@ def report(root: Path) -> str:
         state = ", ".join(f"`{name}` {e['shape']}, {e['steps']:,} steps{trained(e)}, "
                           f"{e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
                           for name, e in encoders(run, collapse_bound(spec)).items())
-        about.append(f"- `{run.name}`: claim {meta['claim']} ({CLAIMS[meta['claim']].title}), {meta['device']}, "
+        base = f" (its other encoders' cells: `{meta['base']}`)" if meta.get("base") else ""
+        about.append(f"- `{run.name}`: claim {meta['claim']} ({CLAIMS[meta['claim']].title}){base}, {meta['device']}, "
                      f"commit `{meta['commit']}`, `{meta['command']}` in {meta['seconds']} s; {state}")
     table = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     table += ["| " + " | ".join(r) + " |" for r in rows]
@@ -192,7 +236,9 @@ def main() -> None:
     args = p.parse_args()
     if args.runs is not None:
         spec = study()
-        for name, e in encoders(args.runs, collapse_bound(spec)).items():
+        with whole(args.runs) as folder:
+            state = encoders(folder, collapse_bound(spec))
+        for name, e in state.items():
             print(f"{name}: {e['steps']} steps, {e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
                   f", {e['tokens_per_second'] or '-'} tokens/s")
         for r in verdicts(args.runs, spec):

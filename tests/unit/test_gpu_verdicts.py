@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hydra import compose, initialize_config_dir
 
+from bertlab.files import read_json
 from bertlab.stage import CONF_DIR
 from tests.helpers import ENV, REPO
 from tests.report_data import UNIGRAM, _dump, ft, pre, write_data
@@ -105,6 +107,32 @@ def test_table7_and_table6_claims_keep_to_the_runs_encoders(tmp_path: Path) -> N
     assert "the paper's +4.5" in rows[4][8]  # SST-2, 12 vs 3 layers: 92.9 - 88.4
 
 
+def test_a_run_of_some_encoders_is_decided_with_its_bases_cells_of_the_others(tmp_path: Path) -> None:
+    """A run of claim a's `scratch` alone (another fine-tuning lr) names run a as its base: bert's cells and held-out
+    result come from the base, scratch's from the run, still paired on the same dev items; a base that is missing or
+    of another claim is an error naming it."""
+    scratch = (BASE, 30000.0)
+    claim_run(tmp_path, "2026-11-28-a", "a", {"bert": (BASE, 90.0), "scratch": scratch},
+              {("sst2", "bert", "finetune"): 90.0, ("sst2", "scratch", "finetune"): 70.0}, ["sst2"])
+    again = claim_run(tmp_path, "2026-11-29-a-lr", "a", {"scratch": scratch},
+                      {("sst2", "scratch", "finetune"): 89.0}, ["sst2"])
+    meta = read_json(again / "run.json")
+    _dump(again / "run.json", {**meta, "encoders": ["scratch"], "base": "2026-11-28-a",
+                               "command": "ENCODERS=scratch BASE=2026-11-28-a bash benchmarks/gpu/claim.sh a"})
+    rows = verdicts.verdicts(again, verdicts.study())
+    assert [(r[1], r[4], r[5], r[8], r[10]) for r in rows] == [
+        ("sst2", "90.5", "89.5", "unresolved at this scale", "2026-11-29-a-lr (with 2026-11-28-a)")]
+    assert not (again / "pretrain" / "bert").exists()  # the base's files are read, not copied into the run
+    text = verdicts.report(tmp_path)
+    assert "- `2026-11-29-a-lr`: claim a (pretrained vs scratch) (its other encoders' cells: `2026-11-28-a`)" in text
+    for base, error in [("2026-11-27-a", "is not a committed run"), ("2026-11-28-b", "is a run of another claim")]:
+        if base.endswith("b"):
+            claim_run(tmp_path, base, "b", {"bert": (BASE, 90.0)}, {("sst2", "bert", "finetune"): 90.0}, ["sst2"])
+        _dump(again / "run.json", {**meta, "encoders": ["scratch"], "base": base})
+        with pytest.raises(SystemExit, match=f"base {base!r} {error}"):
+            verdicts.verdicts(again, verdicts.study())
+
+
 def test_with_no_run_committed_the_section_says_so(tmp_path: Path) -> None:
     text = verdicts.report(tmp_path / "gpu")
     assert text.startswith("## BERT-base on one GPU\n") and "No run has been committed yet" in text
@@ -122,6 +150,20 @@ def composed(command: list[str]) -> Any:
     """The config the stage composes from a printed command's overrides."""
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return compose(config_name="config", overrides=command[3:])
+
+
+def test_some_of_a_claims_encoders_run_against_a_committed_base() -> None:
+    """--encoders scratch --base <a committed run of claim a>: scratch's commands only, its cells at the --extra lr;
+    --encoders alone, an encoder the claim has not, or a base of another claim: one line and exit 2 or 1."""
+    scratch = commands("a", "--encoders", "scratch", "--base", "2026-11-28-a", "--extra", "finetune.lr=1e-4")
+    assert len(scratch) == 1 + 4 * 2 and all("finetune.encoder=bert" not in c for c in scratch)
+    assert composed(scratch[0]).name == "scratch" and composed(scratch[1]).finetune.lr == 1e-4
+    for args, error in [(["--encoders", "scratch"], "give both or neither"),
+                        (["--encoders", "nonsp", "--base", "2026-11-28-a"], "claim a's encoders are bert, scratch"),
+                        (["--encoders", "scratch", "--base", "2026-11-27-a"], "is not a committed run")]:
+        out = subprocess.run([sys.executable, "benchmarks/gpu/claim.py", "a", "--data", "/tmp/d", "--print", *args],
+                             cwd=REPO, env=ENV, capture_output=True, text=True)
+        assert out.returncode in (1, 2) and error in out.stderr.strip().splitlines()[-1], out.stderr
 
 
 def test_each_claims_commands_compose_the_studys_runs_at_the_short_setting() -> None:
