@@ -132,7 +132,11 @@ def follow_params(argv: list[str], params: Path = Path("params.yaml")) -> list[s
     if not isinstance(profile, str):
         return argv
     print(f"profile={profile} (params.yaml's; name another on the command line to change it)", file=sys.stderr)
-    return [*argv, f"profile={profile}"]
+    # beside the command line's own overrides: Hydra's parser takes them as one run of arguments, before or after its
+    # flags (`x=1 --cfg job`, `-m x=1`), so one appended after a flag's value would be an unrecognised argument
+    at = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")
+               and (i == 0 or argv[i - 1] not in ("-sc", "--shell-completion"))), len(argv))
+    return [*argv[:at], f"profile={profile}", *argv[at:]]
 
 
 def composed_overrides() -> tuple[list[str], Callable[[list[str]], DictConfig]]:

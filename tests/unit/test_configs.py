@@ -240,8 +240,11 @@ def test_the_size_study_rows_train_for_the_profiles_size_study_budget() -> None:
 def test_a_run_by_hand_follows_params_yaml_unless_its_command_line_names_a_profile(tmp_path: Path, capsys) -> None:
     params = tmp_path / "params.yaml"
     params.write_text("profile: smoke\n")
-    assert follow_params(["-m", "model=tiny"], params) == ["-m", "model=tiny", "profile=smoke"]
+    assert follow_params(["-m", "model=tiny"], params) == ["-m", "profile=smoke", "model=tiny"]
     assert "profile=smoke (params.yaml's" in capsys.readouterr().err
+    # with the command line's overrides, whichever side of Hydra's flags they stand
+    assert follow_params(["model=tiny", "--cfg", "job"], params) == ["profile=smoke", "model=tiny", "--cfg", "job"]
+    assert follow_params(["--cfg", "job"], params) == ["--cfg", "job", "profile=smoke"]
     for argv in (["profile=gpu"], ["-cd", "data/configs/pretrain", "-cn", "bert"], ["--config-dir=x"]):
         assert follow_params(argv, params) == argv
     assert follow_params(["x=1"], tmp_path / "absent.yaml") == ["x=1"]

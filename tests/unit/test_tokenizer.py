@@ -1,7 +1,6 @@
 """The tokenizer stage's vocabulary: BERT's special tokens first, the same ids for the same text on every run."""
 
 import random
-from pathlib import Path
 
 import pytest
 
