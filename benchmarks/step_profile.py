@@ -23,6 +23,8 @@ from pretrain_throughput import (Runner, bertlab_runner, check_inputs, profile_r
 
 import torch  # noqa: I001 - after pretrain_throughput, which sets the OpenMP and inductor settings first
 
+from bertlab.training.trainer import PEAK_TFLOPS
+
 # A kernel's kind by the first of these its lower-cased name contains (cuBLAS/CUTLASS names, SDPA's flash and
 # memory-efficient kernels, the fused and foreach optimizer kernels, inductor's `triton_` kernels; aten's on a CPU).
 KINDS = [("attention", ("flash", "fmha", "attention", "scaled_dot_product")),
@@ -108,8 +110,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=4)
     p.add_argument("--steps", type=int, default=3, help="profiled steps a runner")
     p.add_argument("--top", type=int, default=15, help="kernels listed a runner")
-    p.add_argument("--peak-tflops", type=float, help="the device's dense peak for MFU (default: 989 on cuda, the "
-                   "H100/H200 SXM's bf16; none on a CPU)")
+    p.add_argument("--peak-tflops", type=float, help="the device's dense peak for MFU (default: a CUDA device's bf16 "
+                   "peak by its name, as the stage's ledger reckons it; none on a CPU)")
     p.add_argument("--target-mfu", type=float, default=0.4, help="the MFU whose gap is measured (default 0.4)")
     p.add_argument("--out", type=Path, help="also write the profile here")
     args = p.parse_args()
@@ -122,8 +124,9 @@ def main() -> None:
     if args.transformers:
         runners.append(transformers_runner(recipe, compile=args.compile, device=args.device))
     tokens = sum(b["tokens"] for b in batches) / len(batches)
-    peak = args.peak_tflops or (989.0 if args.device == "cuda" else None)
-    where = f"cuda ({torch.cuda.get_device_name()})" if args.device == "cuda" else "cpu"
+    name = torch.cuda.get_device_name() if args.device == "cuda" else ""
+    peak = args.peak_tflops or next((peak for part, peak in PEAK_TFLOPS if name and part in name), None)
+    where = f"cuda ({name})" if name else "cpu"
     lines = [f"# step profile: profile {args.profile} {' '.join(args.set)}; batch {recipe.batch} x {recipe.seq}, "
              f"{tokens:,.0f} non-padding tokens a batch; {where}; torch {torch.__version__}; "
              f"{args.steps} profiled steps after {args.warmup} warm-up"]
