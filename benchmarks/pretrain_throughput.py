@@ -23,7 +23,8 @@ Achieved FLOP/s uses `bertlab.modeling.model.flops_per_token` per non-padding to
 docstring; for transformers, whose MLM head scores every position, with f = 1), against a plain `torch.mm` timed
 in each round of the same run: fp32 1024^3 on a CPU, bf16 8192^3 on a GPU. On a GPU each step is timed between two
 `torch.cuda.synchronize()` calls, and model FLOP utilisation (MFU) is given against `--peak-tflops` (the GPU's dense
-bf16 peak by its datasheet; 989 for an H100 or H200 SXM) and against the timed bf16 matmul.
+bf16 peak by its datasheet; by default the device's by its name from the stage's table, `PEAK_TFLOPS`: 989 for an
+H100 SXM or H200, 756 for an H100 PCIe) and against the timed bf16 matmul.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ import torch.nn.functional as F  # noqa: E402
 from bertlab.modeling.export import config_to_hf  # noqa: E402
 from bertlab.modeling.model import BertConfig, Dropout, flops_per_token  # noqa: E402
 from bertlab.training.pretrain_module import PretrainModule  # noqa: E402
-from bertlab.training.trainer import clip_gradients, decay_groups  # noqa: E402
+from bertlab.training.trainer import PEAK_TFLOPS, clip_gradients, decay_groups  # noqa: E402
 
 MASK_ID = 4
 
@@ -288,7 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
                    help="bf16 autocast for every runner (default: the profile's precision on cuda, else on for cuda)")
-    p.add_argument("--peak-tflops", type=float, default=989.0, help="the GPU's dense bf16 peak, for MFU")
+    p.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak, for MFU (default: the device's by "
+                   "its name from training.trainer.PEAK_TFLOPS; none if it is not there)")
     p.add_argument("--json", type=Path, help="also write each runner's figures here")
     args = p.parse_args(argv)
     device = args.device
@@ -363,6 +365,7 @@ def report(args: argparse.Namespace, recipe: Recipe, runners: list[Runner], refe
           f"{recipe.optim.get('grad_clip')}; threads {args.threads}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; "
           f"torch {torch.__version__}; {args.rounds} rounds x {args.steps} step(s) after {args.warmup} warm-up")
     where = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    peak = args.peak_tflops or next((peak for part, peak in PEAK_TFLOPS if part in where), None)
     print(f"device: {where}; {'bf16 autocast' if recipe.bf16 else 'fp32'}")
     print(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs): "
           "other processes competing for the cores slow every runner, and the many-small-ops ones most")
@@ -379,11 +382,12 @@ def report(args: argparse.Namespace, recipe: Recipe, runners: list[Runner], refe
         achieved = r.flops_per_token * tokens / t / 1e9
         line = f"{r.name:56s} {t:7.3f} {tokens / t:9.0f} {ref / t:7.2f}x {achieved:8.1f} {r.warmup_seconds:9.1f}"
         if mfu:
-            line += f" {achieved / args.peak_tflops / 1e3:6.1%} {achieved / statistics.median(mm):6.1%}"
+            line += (f" {achieved / peak / 1e3:6.1%}" if peak else f" {'n/a':>6s}") + \
+                f" {achieved / statistics.median(mm):6.1%}"
         print(line)
         figures[r.name] = {"step_seconds": round(t, 4), "tokens_per_second": round(tokens / t),
                            "tflops": round(achieved / 1e3, 2), "warmup_seconds": round(r.warmup_seconds, 1),
-                           "mfu": round(achieved / args.peak_tflops / 1e3, 4) if mfu else None}
+                           "mfu": round(achieved / peak / 1e3, 4) if mfu and peak else None}
     if reference is not None:
         for r in runners[: 1 + args.compile]:
             against = [reference, *runners[-1:]] if args.compile else [reference]
@@ -394,7 +398,8 @@ def report(args: argparse.Namespace, recipe: Recipe, runners: list[Runner], refe
                                          "padding": padding, "runners": figures}, indent=1))
     print("GFLOP/s counts matmul FLOPs per non-padding token = 6*L*(4H^2+2HI) + 12*L*S*H + 6*f*(H^2+HV), f = labelled "
           "fraction (1 for the full-sequence head and transformers)" + (
-              f"; MFU against {args.peak_tflops:.0f} TFLOP/s dense bf16 and against the timed matmul" if mfu else ""))
+              f"; MFU against {f'{peak:.0f} TFLOP/s dense bf16' if peak else 'no known peak (--peak-tflops)'} and "
+              "against the timed matmul" if mfu else ""))
 
 
 if __name__ == "__main__":

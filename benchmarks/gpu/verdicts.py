@@ -236,9 +236,7 @@ def main() -> None:
     args = p.parse_args()
     if args.runs is not None:
         spec = study()
-        with whole(args.runs) as folder:
-            state = encoders(folder, collapse_bound(spec))
-        for name, e in state.items():
+        for name, e in encoders(args.runs, collapse_bound(spec)).items():  # its own; its base's are committed
             print(f"{name}: {e['steps']} steps, {e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
                   f", {e['tokens_per_second'] or '-'} tokens/s")
         for r in verdicts(args.runs, spec):
