@@ -254,6 +254,13 @@ def check_inputs(device: str, data: Path | None) -> None:
         raise SystemExit(f"error: --data {data}: no pretrain_data/ there (a data_dir the stages wrote)")
 
 
+def device_peak(device: str) -> float | None:
+    """The dense bf16 peak (TFLOP/s) of a CUDA device by its name, from the stage's table (`PEAK_TFLOPS`), for MFU;
+    None on a CPU or a device not in the table."""
+    name = torch.cuda.get_device_name() if device == "cuda" else ""
+    return next((peak for part, peak in PEAK_TFLOPS if name and part in name), None)
+
+
 def sync(device: str) -> None:
     """Wait for the device's queued work (a GPU runs asynchronously), so that a host clock times it."""
     if device != "cpu":
@@ -365,7 +372,7 @@ def report(args: argparse.Namespace, recipe: Recipe, runners: list[Runner], refe
           f"{recipe.optim.get('grad_clip')}; threads {args.threads}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}; "
           f"torch {torch.__version__}; {args.rounds} rounds x {args.steps} step(s) after {args.warmup} warm-up")
     where = torch.cuda.get_device_name() if device == "cuda" else "CPU"
-    peak = args.peak_tflops or next((peak for part, peak in PEAK_TFLOPS if part in where), None)
+    peak = args.peak_tflops or device_peak(device)
     print(f"device: {where}; {'bf16 autocast' if recipe.bf16 else 'fp32'}")
     print(f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs): "
           "other processes competing for the cores slow every runner, and the many-small-ops ones most")

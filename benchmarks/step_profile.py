@@ -18,12 +18,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pretrain_throughput import (Runner, bertlab_runner, check_inputs, profile_recipe,  # beside this file
-                                 stage_batches, sync, to_device, transformers_runner)
+from pretrain_throughput import (Runner, bertlab_runner, check_inputs, device_peak,  # beside this file
+                                 profile_recipe, stage_batches, sync, to_device, transformers_runner)
 
 import torch  # noqa: I001 - after pretrain_throughput, which sets the OpenMP and inductor settings first
-
-from bertlab.training.trainer import PEAK_TFLOPS
 
 # A kernel's kind by the first of these its lower-cased name contains (cuBLAS/CUTLASS names, SDPA's flash and
 # memory-efficient kernels, the fused and foreach optimizer kernels, inductor's `triton_` kernels; aten's on a CPU).
@@ -125,7 +123,7 @@ def main() -> None:
         runners.append(transformers_runner(recipe, compile=args.compile, device=args.device))
     tokens = sum(b["tokens"] for b in batches) / len(batches)
     name = torch.cuda.get_device_name() if args.device == "cuda" else ""
-    peak = args.peak_tflops or next((peak for part, peak in PEAK_TFLOPS if name and part in name), None)
+    peak = args.peak_tflops or device_peak(args.device)
     where = f"cuda ({name})" if name else "cpu"
     lines = [f"# step profile: profile {args.profile} {' '.join(args.set)}; batch {recipe.batch} x {recipe.seq}, "
              f"{tokens:,.0f} non-padding tokens a batch; {where}; torch {torch.__version__}; "
