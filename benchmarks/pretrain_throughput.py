@@ -55,7 +55,7 @@ import torch.nn.functional as F  # noqa: E402
 from bertlab.modeling.export import config_to_hf  # noqa: E402
 from bertlab.modeling.model import BertConfig, Dropout, flops_per_token  # noqa: E402
 from bertlab.training.pretrain_module import PretrainModule  # noqa: E402
-from bertlab.training.trainer import PEAK_TFLOPS, clip_gradients, decay_groups  # noqa: E402
+from bertlab.training.trainer import clip_gradients, decay_groups, peak_of  # noqa: E402
 
 MASK_ID = 4
 
@@ -206,7 +206,7 @@ def profile_recipe(profile: str, overrides: list[str], data_dir: Path | None, de
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from bertlab.pretrain import make_module
+    from bertlab.training.pretraining import make_module
     from bertlab.stage import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -257,8 +257,7 @@ def check_inputs(device: str, data: Path | None) -> None:
 def device_peak(device: str) -> float | None:
     """The dense bf16 peak (TFLOP/s) of a CUDA device by its name, from the stage's table (`PEAK_TFLOPS`), for MFU;
     None on a CPU or a device not in the table."""
-    name = torch.cuda.get_device_name() if device == "cuda" else ""
-    return next((peak for part, peak in PEAK_TFLOPS if name and part in name), None)
+    return peak_of(torch.cuda.get_device_name() if device == "cuda" else "")
 
 
 def sync(device: str) -> None:

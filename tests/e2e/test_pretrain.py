@@ -314,7 +314,8 @@ def test_lightnings_own_load_of_the_checkpoint_runs_no_code(prepared: Path, tmp_
     state = torch.load(last, map_location="cpu", weights_only=True)
     torch.save({**state, "payload": RunsCode(marker)}, last)
     script = tmp_path / "unchecked.py"
-    script.write_text("import bertlab.pretrain as p\np.resume_from = lambda d, *a: d / 'last.ckpt'\np.run()\n")
+    script.write_text("import bertlab.pretrain as p, bertlab.training.pretraining as t\n"
+                      "t.resume_from = lambda d, *a: d / 'last.ckpt'\np.run()\n")
     done = subprocess.run([sys.executable, str(script), f"data_dir={prepared}", *TINY, *RUN, "name=swap",
                            "impl.reuse_twins=false"], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})

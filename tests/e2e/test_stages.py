@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -86,6 +87,38 @@ def test_missing_task_data_is_a_no_data_record_and_exit_0(finetune_data: Path) -
     assert record["reason"] == "nyu-mll/glue/mnli/train is not in the mirror"
     assert record["floor"] is None and not (finetune_data / "finetune" / "nodata" / "items.json").exists()
 
+
+
+# `python -c LOADED <module> <overrides>`: the stage as `python -m` runs it, printing at exit whether Lightning came in
+LOADED = ("import atexit, runpy, sys\n"
+          "atexit.register(lambda: print('lightning imported:', 'lightning' in sys.modules))\n"
+          "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n")
+
+
+def lightning_imported(module: str, data_dir: Path, *overrides: str) -> bool:
+    done = subprocess.run([sys.executable, "-c", LOADED, module, f"data_dir={data_dir}", *overrides],
+                          capture_output=True, text=True, env=ENV, cwd=data_dir, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {"lightning imported: True": True, "lightning imported: False": False}[done.stdout.splitlines()[-1]]
+
+
+def test_a_run_that_trains_nothing_starts_without_lightning(prepared: Path, tmp_path: Path) -> None:
+    """A pretraining run or fine-tuning cell finished already, a run its profile leaves out and a cell without data
+    decide so before importing Lightning and the model (~4 s of each stage process, ~80 cells a study); only a run
+    that trains imports them."""
+    prepared = Path(shutil.copytree(prepared, tmp_path / "data"))  # its runs stay out of the module's data dir
+    run = [*TINY, "name=twice", "pretrain.max_steps=2"]
+    assert lightning_imported("bertlab.pretrain", prepared, *run)
+    assert not lightning_imported("bertlab.pretrain", prepared, *run)  # finished: nothing to do
+    assert json.loads((prepared / "pretrain/twice/metrics.json").read_text())["steps"] == 2
+    assert not lightning_imported("bertlab.pretrain", prepared, *run, "name=out", "not_run=left out")
+    assert json.loads((prepared / "pretrain/out/metrics.json").read_text())["status"] == "not run"
+    cell = [*TINY, "task=sst2", "name=twice", "finetune.encoder=twice", "finetune.max_train_examples=32"]
+    assert lightning_imported("bertlab.finetune", prepared, *cell)
+    assert not lightning_imported("bertlab.finetune", prepared, *cell)  # finished: nothing to do
+    assert json.loads((prepared / "finetune/twice/metrics.json").read_text())["status"] == "ok"
+    assert not lightning_imported("bertlab.finetune", prepared, *cell, "task=mnli", "name=none")  # no data
+    assert json.loads((prepared / "finetune/none/metrics.json").read_text())["status"] == "no data"
 
 def test_cli_names_the_hydra_profile(tmp_path: Path) -> None:
     write_data(tmp_path / "data")

@@ -15,7 +15,7 @@ import torch
 
 from bertlab.finetune import finetune
 from bertlab.modeling.model import BertConfig, BertForPretraining
-from bertlab.pretrain import make_module
+from bertlab.training.pretraining import make_module
 from bertlab.training.trainer import clip_gradients
 from tests.helpers import KILL_AT_STEP, PINNED, checkpoint, finetune_config, gpu_settings, pretrain_patched
 

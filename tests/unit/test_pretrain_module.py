@@ -17,7 +17,7 @@ from bertlab.data.masking import PretrainingCollator
 from bertlab.data.sampler import PhasedBatches, SeededBatches, TaggedDataset
 from bertlab.modeling.model import BertConfig, BertForPretraining
 from bertlab.data.vocab import MASK_ID
-from bertlab.pretrain import resume_from
+from bertlab.training.pretraining import resume_from
 from bertlab.training.callbacks import RunRecord
 from bertlab.training.pretrain_datamodule import PretrainData
 from bertlab.training.pretrain_module import PretrainModule, heldout_losses

@@ -11,10 +11,11 @@ import torch._dynamo
 
 from bertlab.data.instances import create_nsp_instances, create_packed_instances
 from bertlab.modeling.model import BertConfig
-from bertlab.pretrain import make_module
+from bertlab.training.pretraining import make_module
 from bertlab.training import callbacks
 from bertlab.training.pretrain_datamodule import PretrainData
 from bertlab.training.pretrain_module import PretrainModule
+from bertlab.training.trainer import peak_of
 from tests.helpers import gpu_settings
 
 VOCAB = 200
@@ -141,3 +142,10 @@ def test_the_loops_throughput_counts_steps_not_compilation_validation_or_checkpo
     assert rate.summary(1, None) == {"tokens": 70, "loop_seconds": 6.0, "first_step_seconds": 30.0,
                                      "tokens_per_second": 12, "tflops": 80.0, "peak_tflops": None, "mfu": None}
     assert callbacks.Throughput(len).summary(1, 989.0)["tokens_per_second"] is None  # nothing timed
+
+
+def test_a_devices_peak_is_its_own_by_name_and_none_where_not_known() -> None:
+    """MFU's denominator: the dense bf16 peak of the device CUDA names (an H100 PCIe's is not an SXM H100's)."""
+    assert [peak_of(name) for name in ("NVIDIA H100 PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA H200",
+                                       "NVIDIA A100-SXM4-80GB", "Tesla V100-SXM2-16GB", "")] == [
+        756.0, 989.0, 989.0, 312.0, None, None]

@@ -192,8 +192,12 @@ def peak_tflops(impl: DictConfig, trainer: Any) -> float | None:
         return float(impl.peak_tflops)
     if not on_cuda(trainer) or "bf16" not in str(trainer.precision):
         return None
-    name = torch.cuda.get_device_name(trainer.strategy.root_device)
-    return next((peak for part, peak in PEAK_TFLOPS if part in name), None)
+    return peak_of(torch.cuda.get_device_name(trainer.strategy.root_device))
+
+
+def peak_of(name: str) -> float | None:
+    """The dense bf16 peak (TFLOP/s) of the CUDA device called `name` (`PEAK_TFLOPS`), None where not known."""
+    return next((peak for part, peak in PEAK_TFLOPS if name and part in name), None)
 
 
 def warmup_then_decay(opt: torch.optim.Optimizer, warmup: int, total: int) -> dict[str, Any]:
