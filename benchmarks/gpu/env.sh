@@ -3,7 +3,9 @@
 export HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 WANDB_MODE=offline PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 started=$(date +%s)
 stamp() { echo "== $(( $(date +%s) - started )) s: $*"; }
-if compgen -G ".whl/*.whl" >/dev/null; then
+# Only where the Python lacks them: a CPU dry run in the project's venv (Python 3.11) has them, and the 3.12 wheels
+# would not install there.
+if compgen -G ".whl/*.whl" >/dev/null && ! python3 -c "import hydra, omegaconf, datasets, seqeval" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "error: the carried wheels did not install"; exit 1; }
   export PYTHONPATH=/tmp/site
