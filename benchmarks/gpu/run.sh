@@ -34,10 +34,7 @@ timeout 240 python3 benchmarks/pretrain_throughput.py --profile gpu --data $PILO
   --warmup 4 --rounds 8 --threads 8 --json "$OUT/throughput.json" 2>&1 | grep -v -E "^W[0-9]{4}|^\s*$" \
   | tee "$OUT/throughput.txt"
 
-stamp "where the step's time goes: torch.profiler over bertlab's step, eager and compiled, and transformers compiled"
-timeout 200 python3 benchmarks/step_profile.py --profile gpu --data $PILOT/data --device cuda --transformers \
-  --out "$OUT/profile.txt" 2>&1 \
-  | grep -v -E "^W[0-9]{4}|^\s*$|USDT|warnings.warn|Online softmax|split the reduction|important use case|^softmax\.$"
+DATA=$PILOT/data TIMEOUT=200 bash benchmarks/gpu/profile.sh
 
 stamp "the pretrain stage's loop: $STEPS steps of 256 x 128, compiled, alone on the GPU"
 timeout 240 python3 -m bertlab.pretrain "${PACKED[@]}" data_dir=$PILOT/data out_dir=$PILOT/data name=bert \
