@@ -163,6 +163,10 @@ def main() -> None:
     if args.print:
         print("\n".join(shlex.join(c) for c in [*pretrain.values(), *(c for _, c in finetune.values())]))
         return
+    earlier = [name for name in ("pretrain", "finetune", "run.json") if (args.data / name).exists()]
+    if earlier:  # its runs would be reused or brought back as this call's
+        p.error(f"--data {args.data} holds an earlier call's runs ({', '.join(earlier)}): give a folder with the pack "
+                "alone unpacked")
     logs = args.data / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)

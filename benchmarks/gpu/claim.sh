@@ -19,7 +19,9 @@
 # (overrides for every run; the last value of a key wins), DATA (/tmp/bertlab-claim/data), PACKS (pack.sh's folder:
 # .gpu), COMMIT (the commit run.json names: the device's copy has no git history), OUT (/tmp/bertlab-gpu).
 set -uo pipefail
-DATA=${DATA:-/tmp/bertlab-claim/data}
+# Each call from the pack alone: the default DATA is emptied first (an earlier call's runs on this warm machine are
+# in its tarball); claim.py refuses a DATA that holds runs.
+[ -n "${DATA:-}" ] || { DATA=/tmp/bertlab-claim/data; rm -rf "$DATA"; }
 PACKS=${PACKS:-.gpu}
 . benchmarks/gpu/env.sh
 python3 -c "import tarfile,sys; [tarfile.open(p).extractall(sys.argv[1]) for p in sys.argv[2:]]" "$DATA" \

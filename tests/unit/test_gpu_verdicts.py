@@ -222,3 +222,16 @@ def test_cells_start_when_their_encoder_is_pretrained_and_stop_at_the_deadline(t
     assert order.read_text().splitlines()[0] == "pretrained good"
     assert sorted(order.read_text().splitlines()[1:]) == ["start g1", "start g2"]
     assert 4.0 <= took < 10.0
+
+
+def test_a_call_refuses_a_data_folder_that_holds_an_earlier_calls_runs(tmp_path: Path) -> None:
+    """A second claim.py call on a warm machine would reuse and bring back the first call's runs as its own (they
+    crashed its verdicts once): it stops with one line naming them and exit 2, before running anything."""
+    (tmp_path / "pretrain" / "bert").mkdir(parents=True)
+    (tmp_path / "run.json").write_text("{}")
+    out = subprocess.run([sys.executable, "benchmarks/gpu/claim.py", "b", "--data", str(tmp_path), "--out",
+                          str(tmp_path / "out")], cwd=REPO, env=ENV, capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines()[-1].endswith(f"--data {tmp_path} holds an earlier call's runs (pretrain, "
+                                                         "run.json): give a folder with the pack alone unpacked")
+    assert not (tmp_path / "logs").exists() and not (tmp_path / "out").exists()
