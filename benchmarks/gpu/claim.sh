@@ -5,12 +5,12 @@
 # $OUT/claim_<claim>.tar.gz: unpack it into reports/gpu/<date>-<claim>/ and commit it; `python
 # benchmarks/gpu/verdicts.py` renders reports/gpu.md from every such run.
 #   bash benchmarks/gpu/claim.sh a    pretrained (bert) vs scratch on SST-2, CoNLL-2003, SQuAD, QNLI (408 s, H200)
-#   bash benchmarks/gpu/claim.sh b    NSP (bert) vs no NSP (nonsp) on QNLI, SQuAD, SST-2 (~8.5 min)
+#   bash benchmarks/gpu/claim.sh b    NSP (bert) vs no NSP (nonsp) on QNLI, SQuAD, SST-2 (451 s, H200)
 #   bash benchmarks/gpu/claim.sh c    MLM (nonsp) vs left-to-right (ltr) on SQuAD, SST-2 (~7.5 min)
 #   bash benchmarks/gpu/claim.sh d    Table 7 on `bert`: fine-tuning, six frozen-feature strategies, CoNLL-2003 (~6 min)
 #   bash benchmarks/gpu/claim.sh e    Table 6's depths 3, 6, 12 x 768, equal tokens: held-out ppl, SST-2, MRPC (~8 min)
 #   ENCODERS=scratch BASE=2026-11-28-a EXTRA=finetune.lr=1e-4 bash benchmarks/gpu/claim.sh a
-#                                     claim a's scratch side again at 5x BERT's lr, against a's `bert` (~3 min)
+#                                     claim a's scratch side again at 5x BERT's lr, against a's `bert` (144 s)
 # Minutes from the rates measured on an H200 (benchmarks/README.md "On a GPU"): the pretrain stage's eager loop at
 # 8.4 steps/s for 12 layers, fine-tuning 1,850 examples/s over 8 runs at once; an H100 may take ~10% longer. Env: STEPS
 # (a and d: 1400, b, c and e: 1000, each encoder), WARMUP (250), SEEDS ("1 2"), TASKS (the claim's), ENCODERS (some
