@@ -24,8 +24,7 @@ set -uo pipefail
 [ -n "${DATA:-}" ] || { DATA=/tmp/bertlab-claim/data; rm -rf "$DATA"; }
 PACKS=${PACKS:-.gpu}
 . benchmarks/gpu/env.sh
-python3 -c "import tarfile,sys; [tarfile.open(p).extractall(sys.argv[1]) for p in sys.argv[2:]]" "$DATA" \
-  "$PACKS/pack.tar.xz" "$PACKS/tasks.tar.xz" || { echo "error: $PACKS/pack.tar.xz or tasks.tar.xz is missing"; exit 1; }
+unpack "$DATA" "$PACKS/pack.tar.xz" "$PACKS/tasks.tar.xz"
 STARTED=$started exec python3 benchmarks/gpu/claim.py "$@" --data "$DATA" --out "${OUT:-/tmp/bertlab-gpu}" \
   --steps "${STEPS:-0}" --warmup "${WARMUP:-250}" --seeds ${SEEDS:-1 2} ${TASKS:+--tasks $TASKS} \
   ${ENCODERS:+--encoders $ENCODERS} ${BASE:+--base "$BASE"} \

@@ -14,8 +14,7 @@ mkdir -p "$OUT" "$DATA"
 . benchmarks/gpu/env.sh
 if [ ! -d "$DATA/pretrain_data/train_nsp" ]; then
   stamp "unpacking .gpu/pack.tar.xz into $DATA"
-  python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/pack.tar.xz "$DATA" \
-    || { echo "error: .gpu/pack.tar.xz is missing (bash benchmarks/gpu/pack.sh)"; exit 1; }
+  unpack "$DATA" .gpu/pack.tar.xz
 fi
 stamp "where the step's time goes: torch.profiler over bertlab's step, eager and compiled, and transformers compiled"
 timeout "${TIMEOUT:-240}" python3 benchmarks/step_profile.py --profile gpu --data "$DATA" --device "${DEVICE:-cuda}" \

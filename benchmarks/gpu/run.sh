@@ -26,8 +26,7 @@ for name in ("torch", "lightning", "transformers", "tokenizers", "datasets", "hy
 EOF
 PILOT=/tmp/bertlab-pilot
 mkdir -p $PILOT/data
-python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/pack.tar.xz $PILOT/data \
-  || { echo "error: .gpu/pack.tar.xz is missing (bash benchmarks/gpu/pack.sh)"; exit 1; }
+unpack $PILOT/data .gpu/pack.tar.xz
 
 stamp "throughput at the gpu profile's recipe on the pack's batches: bertlab and transformers, eager and compiled"
 timeout 240 python3 benchmarks/pretrain_throughput.py --profile gpu --data $PILOT/data --device cuda --compile \
