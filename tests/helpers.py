@@ -136,6 +136,13 @@ def finetune_config(data_dir: Path, *overrides: str) -> DictConfig:
         ])
 
 
+def cell_dir(data_dir: Path, name: str) -> Path:
+    """Fine-tuning cell `name`'s folder, under its encoder's (`<data_dir>/finetune/<encoder>/<name>`), wherever it
+    is; the default encoder's (`tiny`) where there is none."""
+    found = sorted(Path(data_dir).glob(f"finetune/*/{name}"))
+    return found[0] if found else Path(data_dir) / "finetune" / "tiny" / name
+
+
 def free_port() -> int:
     """A TCP port free on this machine now (for a process group's rendezvous)."""
     with socket.socket() as s:

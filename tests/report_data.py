@@ -167,6 +167,7 @@ def write_data(root: Path, finetune: list[dict] = FINETUNE, pretrain: dict[str, 
         if name != "scratch":  # never trained: no curve
             (root / "pretrain" / name / "metrics.csv").write_text(LOSS_CSV)
     for run in finetune:
-        _dump(root / "finetune" / run["name"] / "metrics.json", {k: v for k, v in run.items() if k != "_items"})
+        cell = root / "finetune" / run["encoder"] / run["name"]
+        _dump(cell / "metrics.json", {k: v for k, v in run.items() if k != "_items"})
         if run["_items"] is not None:
-            _dump(root / "finetune" / run["name"] / "items.json", run["_items"])
+            _dump(cell / "items.json", run["_items"])

@@ -4,7 +4,9 @@
 declares (`bertlab.study`: an encoder's pretraining, a table cell's fine-tuning per seed) at `params.yaml`'s profile
 and corpus, it writes `data/configs/<stage>/<name>.yaml`, the complete resolved config the run starts from
 (`python -m bertlab.<stage> -cd data/configs/<stage> -cn <name>`), and `<name>.key.yaml`, the part of it that can
-change the run's results. Each DVC stage depends on its key file only, so `dvc repro` reruns exactly the runs whose
+change the run's results; a cell's go in its encoder's folder, `data/configs/finetune/<encoder>/{cell,keys}/`, beside
+`cells.yaml`, the Hydra multirun over them that the encoder's fine-tuning stage runs (`run_files`, `write_sweep`).
+Each DVC stage depends on its key files only, so `dvc repro` reruns exactly the runs whose
 effective settings changed, and never one for a speed-only (`impl`) or logging (`logger`) change: batch sizes are
 global (all devices and nodes), so a key is the same on any number of GPUs. A run the profile leaves out
 (`ablations.cells`) gets `not_run` (why) in its config and key: its stage writes a "not run" record instead of training.
@@ -39,13 +41,14 @@ DECLARATION = Path(CONF_DIR) / "ablations" / "default.yaml"  # the study, as dvc
 @dataclass(frozen=True)
 class Run:
     """One run of the pipeline: its stage, name and Hydra overrides; why the profile leaves it out (None: it runs);
-    the tables that use it (its W&B tags, the first its group)."""
+    the tables that use it (its W&B tags, the first its group); a fine-tuning cell's encoder."""
 
     stage: str
     name: str
     overrides: list[str]
     not_run: str | None = None
     tags: tuple[str, ...] = ()
+    encoder: str | None = None
 
 
 def corpus_preset(name: str) -> str:
@@ -72,7 +75,8 @@ def runs(params: dict[str, Any], spec: dict[str, Any], policy: dict[str, Any]) -
     for cell in study.cells(spec):
         overrides = [*base, f"name={cell.name}", f"finetune.encoder={cell.encoder}", f"task={cell.task}",
                      f"seed={cell.seed}", *spec["modes"][cell.mode], *study.cell_overrides(policy, cell)]
-        yield Run("finetune", cell.name, overrides, study.cell_left_out(policy, cell, spec["seeds"]), (cell.table,))
+        yield Run("finetune", cell.name, overrides, study.cell_left_out(policy, cell, spec["seeds"]), (cell.table,),
+                  cell.encoder)
     yield Run("ablations", "ablations", base)
 
 
@@ -104,7 +108,8 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
     declaration) under `out`; returns the number of runs."""
     count = 0
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), atomic_dir(out) as tmp:
-        spec, policy = read_study(_compose("the study", base_overrides(params)), spec)
+        study_cfg = _compose("the study", base_overrides(params))
+        spec, policy = read_study(study_cfg, spec)
         for run in runs(params, spec, policy):
             # the pipeline's own runs write its outputs (out_dir is no result setting: not in the key file)
             cfg = _compose(f"{run.stage} run {run.name!r}", [*run.overrides, "out_dir=${data_dir}"])
@@ -119,14 +124,45 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
             if "tags" in full["logger"]:
                 full["logger"]["tags"] = list(run.tags)
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{run.stage}/{run.name}"}, "output_subdir": None}
-            (tmp / run.stage).mkdir(exist_ok=True)
-            (tmp / run.stage / f"{run.name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
             key = {"overrides": result_overrides(run.overrides), **values_at(cfg, RESULT_KEYS[run.stage])}
             if run.not_run:
                 key["not_run"] = run.not_run
-            (tmp / run.stage / f"{run.name}.key.yaml").write_text(yaml.safe_dump(key, sort_keys=True))
+            config, key_file = run_files(tmp, run)
+            header = "# @package _global_\n" if run.stage == "finetune" else ""
+            for path, text in ((config, header + yaml.safe_dump(full, sort_keys=False)),
+                               (key_file, yaml.safe_dump(key))):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
             count += 1
+        for encoder in spec["encoders"]:  # each encoder's cells: one Hydra multirun, a job a cell
+            write_sweep(tmp / "finetune" / encoder, Path(study_cfg.data_dir) / "hydra" / "finetune" / encoder)
     return count
+
+
+def run_files(root: Path, run: Run) -> tuple[Path, Path]:
+    """Where `run`'s config and key file go under `root`: `<stage>/<name>.yaml` and `<stage>/<name>.key.yaml`; a
+    fine-tuning cell's in its encoder's folder, `finetune/<encoder>/cell/<name>.yaml` (a config of the group `cell`,
+    at the top level: `# @package _global_`) and `finetune/<encoder>/keys/<name>.yaml`."""
+    if run.stage != "finetune":
+        return root / run.stage / f"{run.name}.yaml", root / run.stage / f"{run.name}.key.yaml"
+    folder = root / "finetune" / run.encoder
+    return folder / "cell" / f"{run.name}.yaml", folder / "keys" / f"{run.name}.yaml"
+
+
+SWEEP = """# Every fine-tuning cell on this encoder, a job each, in one process (Hydra's multirun; a finished cell does nothing):
+#   python -m bertlab.finetune -m -cd data/configs/finetune/<encoder> -cn cells 'cell=glob(*)'
+# One cell alone: python -m bertlab.finetune -cd data/configs/finetune/<encoder>/cell -cn <cell>
+defaults:
+  - cell: ???
+  - _self_
+"""
+
+
+def write_sweep(folder: Path, logs: Path) -> None:
+    """`folder/cells.yaml`: the primary config of the multirun over `folder/cell/`, its job logs under `logs`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sweep = {"hydra": {"sweep": {"dir": str(logs), "subdir": "${name}"}}}
+    (folder / "cells.yaml").write_text(SWEEP + yaml.safe_dump(sweep, sort_keys=False))
 
 
 def _compose(what: str, overrides: list[str]) -> DictConfig:

@@ -2,7 +2,7 @@
 
 Reads `data/pretrain/<finetune.encoder>/` (the encoder, or `<out_dir>/pretrain/<finetune.encoder>/` where one was
 pretrained there by hand; its `metrics.json` says whether it was pretrained left-to-right, `causal`),
-`data/tokenizer/tokenizer.json` and `data/download/tasks/<task>/`; writes `<out_dir>/finetune/<name>/`
+`data/tokenizer/tokenizer.json` and `data/download/tasks/<task>/`; writes `<out_dir>/finetune/<encoder>/<name>/`
 (`data/finetune/` in the pipeline, `data/hand/finetune/` by hand), all or nothing: `metrics.json` (every eval
 split's metrics, and the floor's headline metric), `items.json` (the headline split's per-item columns of the model
 and of the floor, for paired statistics) and the training curve `metrics.csv`. A task whose data could not be
@@ -69,10 +69,15 @@ def encoder_dir(cfg: DictConfig) -> Path:
     return own if own.exists() else Path(cfg.data_dir) / "pretrain" / cfg.finetune.encoder
 
 
+def cell_dir(cfg: DictConfig) -> Path:
+    """The cell's folder, `<out_dir>/finetune/<encoder>/<name>`: a pipeline encoder's cells are its stage's output."""
+    return Path(cfg.out_dir) / "finetune" / cfg.finetune.encoder / cfg.name
+
+
 def finetune(cfg: DictConfig) -> Result:
-    """Run the stage on `cfg` (the composed Hydra config); writes `data/finetune/<name>/` and returns its record."""
+    """Run the stage on `cfg` (the composed Hydra config); writes `cell_dir(cfg)` and returns its record."""
     task = task_of(cfg)
-    out_dir = Path(cfg.out_dir) / "finetune" / cfg.name
+    out_dir = cell_dir(cfg)
     reason = missing_data(Path(cfg.data_dir) / "download" / "tasks" / task.name)
     record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
     if cfg.not_run:  # the profile leaves this cell of the grid out (the configs stage says why)
@@ -85,8 +90,8 @@ def finetune(cfg: DictConfig) -> Result:
     key = cell_key(cfg, encoder_dir(cfg), (PLAIN_WEIGHTS, CONFIG))
     fields = {k: record[k] for k in ("name", "encoder", "features")}  # what a copied twin's record takes from this
     rank = stage.global_rank()
-    if key and cfg.impl.reuse_twins and (twin := reuse(out_dir.parent, cfg.name, key, fields, copy=rank == 0)):
-        own = twin.name == cfg.name
+    if key and cfg.impl.reuse_twins and (twin := reuse(out_dir, key, fields, rank == 0, depth=2)):
+        own = twin == out_dir
         if rank > 0:
             return Result(record, finished_before=own)
         return Result(read_json(out_dir / "metrics.json"), items=read_json(out_dir / "items.json"),

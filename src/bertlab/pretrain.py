@@ -57,9 +57,9 @@ def run(cfg: DictConfig) -> bool:
                               f"pretrain_data.short_seq_length and rerun the pretrain_data stage)")
     key = runs.pretrain_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
                                   counts_file, *([short_dir] if short_steps else [])])
-    if cfg.impl.reuse_twins and (twin := runs.reuse(Path(cfg.out_dir) / "pretrain", cfg.name, key, {"name": cfg.name},
-                                                    copy=stage.global_rank() == 0)):
-        return twin.name == cfg.name
+    out = Path(cfg.out_dir) / "pretrain" / cfg.name
+    if cfg.impl.reuse_twins and (twin := runs.reuse(out, key, {"name": cfg.name}, stage.global_rank() == 0)):
+        return twin == out
     from bertlab.training import pretraining  # Lightning and the model: imported by a run that trains, and only then
 
     pretraining.train(cfg, key, tokenizer_file, instances_dir, short_steps)

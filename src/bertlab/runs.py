@@ -140,25 +140,27 @@ def unaltered(run: Path, record: dict[str, Any]) -> bool:
     return True
 
 
-def reuse(runs_dir: Path, name: str, key: str, fields: dict[str, Any], copy: bool) -> Path | None:
-    """The finished run whose outputs are run `name`'s, or None when it has to train: `name` itself, finished with
-    `key` (nothing to do), else a twin with `key`, whose outputs are copied as `name`'s (with `fields`) where `copy`
-    (the first process of a multi-process run)."""
-    twin = find_twin(runs_dir, name, key)
-    if twin is not None and twin.name == name:
+def reuse(out: Path, key: str, fields: dict[str, Any], copy: bool, depth: int = 1) -> Path | None:
+    """The finished run whose outputs are those of the run in folder `out`, or None when it has to train: `out`
+    itself, finished with `key` (nothing to do), else a twin with `key` (`find_twin`), whose outputs are copied to
+    `out` (with `fields`) where `copy` (the first process of a multi-process run)."""
+    twin = find_twin(out, key, depth)
+    if twin == Path(out):
         log.info("%s is finished with this code, these settings and inputs: nothing to do", twin)
     elif twin is not None and copy:
-        copy_twin(twin, Path(runs_dir) / name, fields)
+        copy_twin(twin, Path(out), fields)
     return twin
 
 
-def find_twin(runs_dir: Path, name: str, key: str) -> Path | None:
-    """A finished run in `runs_dir` whose metrics.json has run key `key` (the same code, result settings and
-    inputs) and whose files are the bytes it recorded, if any: `name`'s own first (a rerun of a finished run, which
-    has nothing to do), else another's, whose outputs are this run's too (e.g. Table 6's 12/768/12 row where a
-    profile gives the size study `bert`'s budget), so one training can serve both names."""
-    runs_dir = Path(runs_dir)
-    for metrics in dict.fromkeys([runs_dir / name / "metrics.json", *sorted(runs_dir.glob("*/metrics.json"))]):
+def find_twin(out: Path, key: str, depth: int = 1) -> Path | None:
+    """A finished run whose metrics.json has run key `key` (the same code, result settings and inputs) and whose
+    files are the bytes it recorded, if any: the one in `out` first (a rerun of a finished run, which has nothing to
+    do), else another in a folder `depth` levels below `out`'s root (`out`'s parent for depth 1: pretraining runs;
+    its grandparent for 2: cells, in their encoders' folders), whose outputs are this run's too (e.g. Table 6's
+    12/768/12 row where a profile gives the size study `bert`'s budget), so one training can serve both names."""
+    out = Path(out)
+    root = out.parents[depth - 1]
+    for metrics in dict.fromkeys([out / "metrics.json", *sorted(root.glob("/".join(["*"] * depth) + "/metrics.json"))]):
         if not metrics.exists() or (record := read_json(metrics)).get("run_key") != key:
             continue
         if unaltered(metrics.parent, record):

@@ -23,6 +23,7 @@ from bertlab.files import MIN_FREE_BYTES, check_free_space, check_writable, writ
 from bertlab.guards import disk_full, stop_on_signals
 
 log = logging.getLogger(__name__)
+_timed: list[str] = []  # the runs whose time this process has recorded (a multirun's jobs: several)
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 StageFn = Callable[[DictConfig], bool | None]  # True: the run was finished already, nothing was done
 
@@ -41,14 +42,16 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
     (or, under DVC, the death of DVC: `bertlab.guards`) one line and status 128 + the signal. A run that completes
     leaves its process's time, start-up included, in `<data_dir or out_dir>/timing/<stage>/<run>.json` for the
     report's budget ledger (one that finds itself finished already leaves that of the run that did the work; global
-    rank zero only; `<run>` is the run's `name` for a stage of `named_runs`, else the stage's).
+    rank zero only; `<run>` is the run's `name` for a stage of `named_runs`, else the stage's; the jobs of a multirun
+    share one process, whose time before a job is counted once, in the first record it leaves).
     """
     def entry(fn: StageFn) -> Callable[[], None]:
         stage_name = Path(fn.__code__.co_filename).stem  # its module's name, also when run as __main__ (`python -m`)
 
         @functools.wraps(fn)
         def task(cfg: DictConfig) -> None:
-            startup, began = process_age(), time.perf_counter()
+            # a multirun's jobs share the process: its time before a job counts once, in the first job's record
+            startup, began = (0.0 if _timed else process_age()), time.perf_counter()
             logging.raiseExceptions = False  # a log file on a full disk: not thousands of lines of "Logging error"
             try:
                 stop_on_signals()
@@ -75,6 +78,7 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
                     write_json(root / "timing" / stage_name / f"{run}.json", {
                         "startup_seconds": round(startup, 2),
                         "process_seconds": round(startup + time.perf_counter() - began, 2)})
+                    _timed.append(run)
             except UserError as err:
                 print(f"error: {err}", file=sys.stderr)
                 sys.exit(2)

@@ -1,8 +1,8 @@
 """The study as conf/ablations declares it (the `ablations` config): its encoders, fine-tuning modes, seeds and tables,
 and the grid of runs they make. A table's row is `<encoder>-<mode>`, and each row x task x seed one fine-tuning cell,
-`<task>-<encoder>-<mode>-<seed>`: the DVC stage `finetune_<table>@<cell>` (dvc.yaml's matrix reads the same file, so
-a stage's name is what it runs and survives any edit of the others). A profile's `cells` setting leaves runs out: they
-stay stages (DVC fixes the grid when it parses dvc.yaml) and write a "not run" record saying why.
+`<task>-<encoder>-<mode>-<seed>`, a job of its encoder's DVC stage `finetune@<encoder>` (dvc.yaml's foreach reads the
+encoders from the same file, so a stage's name is what it runs and survives any edit of the others). A profile's
+`cells` setting leaves runs out: they stay in the grid and write a "not run" record saying why.
 
 Light on purpose (no torch): the `configs` stage imports it.
 """
@@ -49,7 +49,7 @@ def split_row(row: str) -> tuple[str, str]:
 
 
 def cell_name(task: str, row: str, seed: int) -> str:
-    """A cell's run name (its folder under data/finetune, its DVC stage's item): `<task>-<encoder>-<mode>-<seed>`."""
+    """A cell's run name (its folder under data/finetune/<encoder>/): `<task>-<encoder>-<mode>-<seed>`."""
     return SEP.join((task, row, str(seed)))
 
 
@@ -95,7 +95,7 @@ def _overrides(study: dict[str, Any], key: str) -> None:
 def check(study: dict[str, Any]) -> None:
     """A one-line UserError for the first thing in the declaration that makes no grid: a name that is no path
     component or holds `-`, a row whose encoder or mode is not declared, a task without a column, a cell in two
-    tables (DVC gives each output one stage)."""
+    tables (its folder would have two writers)."""
     for key in ("encoders", "modes"):
         _overrides(study, key)
     seeds = study.get("seeds")

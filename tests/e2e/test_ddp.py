@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from tests.helpers import (
-    ENV, KILL_AT_STEP, PINNED, RUN, TINY, checkpoint, finetune_config, free_port, pretrain_patched, stage,
+    ENV, KILL_AT_STEP, PINNED, RUN, TINY, cell_dir, checkpoint, finetune_config, free_port, pretrain_patched, stage,
     validated_steps,
 )
 
@@ -124,10 +124,9 @@ def finetune_ddp(data: Path, name: str, *args: str) -> dict:
     done = subprocess.run([sys.executable, "-m", "bertlab.finetune", f"data_dir={data}", f"name={name}", *SHARED,
                            *args, *DDP], capture_output=True, text=True, env=ENV, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert outputs(data / "finetune", name) == [data / "finetune" / name]
-    assert sorted(p.name for p in (data / "finetune" / name).iterdir()) == ["items.json", "metrics.csv",
-                                                                               "metrics.json"]
-    return json.loads((data / "finetune" / name / "metrics.json").read_text())
+    assert outputs(data / "finetune", name) == [data / "finetune" / "tiny" / name]
+    assert sorted(p.name for p in cell_dir(data, name).iterdir()) == ["items.json", "metrics.csv", "metrics.json"]
+    return json.loads((cell_dir(data, name) / "metrics.json").read_text())
 
 
 def finetune_one(data: Path, name: str, *args: str) -> dict:
@@ -155,6 +154,6 @@ def test_finetuning_evaluation_alone_under_ddp_is_exact(finetune_data: Path, kin
     one = finetune_one(finetune_data, f"eval_one_{kind}", *CELLS[kind], "finetune.lr=1e-30", "finetune.batch_size=16")
     two = finetune_ddp(finetune_data, f"eval_ddp_{kind}", *CELLS[kind], "finetune.lr=1e-30", "finetune.batch_size=16")
     assert two["metrics"] == one["metrics"]
-    items = [json.loads((finetune_data / "finetune" / n / "items.json").read_text())
+    items = [json.loads((cell_dir(finetune_data, n) / "items.json").read_text())
              for n in (f"eval_one_{kind}", f"eval_ddp_{kind}")]
     assert items[0] == items[1]  # each dev item once, in order

@@ -93,16 +93,17 @@ def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path, run: Run)
     assert any(c.get("floor") is not None and c.get("floor_status") for c in cells)
     headline = json.loads((repo / "reports/metrics.json").read_text())
     assert sum(headline[k] for k in ("reproduced", "contradicted", "unresolved", "not_measured")) == len(pairs)
-    for f in (repo / "data/finetune").glob("*/metrics.json"):
+    for f in (repo / "data/finetune").glob("*/*/metrics.json"):
         run_ = json.loads(f.read_text())
         assert "test" not in run_["metrics"], f"{f} scores a test split"
         assert run_["status"] != "ok" or (f.parent / "items.json").exists()
     assert list((repo / "data/pretrain").glob("*/heldout_items.json"))
     # smoke gives Table 6 bert's budget: its 12/768/12 row and that row's MRPC cell are copies, not second trainings
     for kind, a, b in (("pretrain", "bert", "L12_H768_A12"),
-                       ("finetune", "mrpc-bert-finetune-1", "mrpc-L12_H768_A12-finetune-1")):
+                       ("finetune", "bert/mrpc-bert-finetune-1", "L12_H768_A12/mrpc-L12_H768_A12-finetune-1")):
         records = [json.loads((repo / "data" / kind / name / "metrics.json").read_text()) for name in (a, b)]
-        assert sorted(r.get("trained_as", "") for r in records) in (["", a], ["", b]), records
+        names = [Path(a).name, Path(b).name]
+        assert sorted(r.get("trained_as", "") for r in records) in (["", names[0]], ["", names[1]]), records
         assert records[0]["run_key"] == records[1]["run_key"]
 
 
@@ -116,7 +117,7 @@ def test_second_repro_is_a_fast_no_op(repo: Path, run: Run) -> None:
 def trained(before: dict[str, int], after: dict[str, int]) -> set[str]:
     """The fine-tuning cells that trained between two `pipeline_files` (their items.json new or rewritten)."""
     return {Path(p).parent.name for p, t in after.items()
-            if Path(p).name == "items.json" and Path(p).parent.parent.name == "finetune" and before.get(p) != t}
+            if Path(p).name == "items.json" and Path(p).parents[2].name == "finetune" and before.get(p) != t}
 
 
 def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path, run: Run) -> None:
@@ -127,11 +128,8 @@ def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path, run: Run) -
               for task in spec["tasks"]}
     before = pipeline_files(repo)
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
-    # every cell depends on data/pretrain (a row's encoder is in its name only): each reruns, and only those on
-    # `ltr` train (the slice's mrpc- and squad-ltr-bilstm-1); the others find themselves finished (their run keys
-    # hold their encoders')
-    cells = {s for s in ran if s.startswith("finetune_")}
-    assert ran - cells == {"configs", "pretrain@ltr", "ablations"}
+    # a cell depends on its own encoder alone: `ltr`'s stages rerun, and its cells train, nothing else
+    assert ran == {"configs", "pretrain@ltr", "finetune@ltr", "ablations"}
     assert on_ltr == {"mrpc-ltr-bilstm-1", "squad-ltr-bilstm-1"}
     assert trained(before, pipeline_files(repo)) == on_ltr
     speed = repo / "conf/impl/cpu.yaml"
@@ -139,23 +137,44 @@ def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path, run: Run) -
     assert stages_run(run(["dvc", "repro"], repo).stdout) == {"configs"}  # speed-only: no result reruns
 
 
+def status(repo: Path, run: Run) -> set[str]:
+    """The stages `dvc status` names as stale."""
+    return set(json.loads(run(["dvc", "status", "--json"], repo).stdout))
+
+
+def test_a_new_encoder_makes_its_own_stages_stale_and_nothing_else(repo: Path, run: Run) -> None:
+    """An encoder and a Table 5 row on it added to the study: `dvc status` names `configs` and the new encoder's two
+    stages; once `configs` has composed its runs, the new stages and the report, nothing else."""
+    declaration = repo / DECLARATION
+    original = declaration.read_text()
+    study = yaml.safe_load(original)
+    study["encoders"]["added"] = ["objective=mlm", "model=L12_H768_A12"]
+    study["tables"]["table5"]["rows"]["added-finetune"] = {"label": "added"}
+    declaration.write_text(yaml.safe_dump(study, sort_keys=False))
+    assert status(repo, run) == {"configs", "pretrain@added", "finetune@added"}
+    run(["dvc", "repro", "--single-item", "configs"], repo)
+    assert status(repo, run) == {"pretrain@added", "finetune@added", "ablations"}
+    declaration.write_text(original)
+    run(["dvc", "repro", "--single-item", "configs"], repo)
+    assert status(repo, run) == set()
+
+
 def test_a_tasks_seed_count_runs_its_new_seeds_only(repo: Path, run: Run) -> None:
-    """A second seed in the grid (a stage per cell) with SQuAD's count raised to 2: SQuAD's new cells train, and
-    SST-2's and CoNLL-2003's (2 seeds by default); every other new stage is a cell the study's `cells` leave out ("not
-    run", in seconds); no earlier cell reruns. (The slow tests below build on these seeds.)"""
+    """A second seed in the grid with SQuAD's count raised to 2: SQuAD's new cells train, and SST-2's and
+    CoNLL-2003's (2 seeds by default); every other new cell is one the study's `cells` leave out ("not run", in
+    seconds); no earlier cell reruns. (The slow tests below build on these seeds.)"""
     study = yaml.safe_load((repo / DECLARATION).read_text())
     study["seeds"] = [1, 2]
     study["cells"]["seeds"]["squad"] = 2
     (repo / DECLARATION).write_text(yaml.safe_dump(study, sort_keys=False))
     before = pipeline_files(repo)
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
-    cells = {f"finetune_{t}@{task}-{row}-2" for t, spec in study["tables"].items() for task in spec["tasks"]
-             for row in spec["rows"]}
-    assert ran == {"configs", "ablations", *cells}
+    encoders = {row.split("-")[0] for spec in study["tables"].values() if spec["tasks"] for row in spec["rows"]}
+    assert ran == {"configs", "ablations", *(f"finetune@{e}" for e in encoders)}
     two = {f"{task}-{row}-2" for spec in study["tables"].values() for task in spec["tasks"] for row in spec["rows"]
            if task in ("squad", "sst2", "conll2003")}
     assert trained(before, pipeline_files(repo)) == two
-    left_out = json.loads((repo / "data/finetune/mrpc-bert-finetune-2/metrics.json").read_text())
+    left_out = json.loads((repo / "data/finetune/bert/mrpc-bert-finetune-2/metrics.json").read_text())
     assert (left_out["status"], left_out["reason"]) == (
         "not run", "not run at smoke: seed 2: mrpc runs the first 1 of ablations.seeds (ablations.cells.seeds)")
     assert "(2 seeds)" in (repo / "reports/ablations.md").read_text()
@@ -169,17 +188,15 @@ def test_a_profile_leaves_an_encoder_out_with_the_reason_the_report_prints(repo:
     skip = "ablations: {cells: {skip: {L3_H768_A12: too small to tell here}}}\n"
     profile.write_text(profile.read_text() + skip)
     study = yaml.safe_load((repo / DECLARATION).read_text())
-    on_it = [f"finetune_{t}@{task}-{row}-{seed}" for t, spec in study["tables"].items() for row in spec["rows"]
-             if row.startswith("L3_H768_A12-") for task in spec["tasks"] for seed in study["seeds"]]
     before = pipeline_files(repo)
-    stages = ["configs", "pretrain@L3_H768_A12", *on_it, "ablations"]
+    stages = ["configs", "pretrain@L3_H768_A12", "finetune@L3_H768_A12", "ablations"]
     assert stages_run(run(["dvc", "repro", "--single-item", *stages], repo).stdout) == set(stages)
     assert not trained(before, pipeline_files(repo))
     record = json.loads((repo / "data/pretrain/L3_H768_A12/metrics.json").read_text())
     assert record == {"name": "L3_H768_A12", "status": "not run",
                       "reason": "not run at smoke: L3_H768_A12: too small to tell here"}
     for task in study["tables"]["table6"]["tasks"]:
-        cell = json.loads((repo / f"data/finetune/{task}-L3_H768_A12-finetune-1/metrics.json").read_text())
+        cell = json.loads((repo / f"data/finetune/L3_H768_A12/{task}-L3_H768_A12-finetune-1/metrics.json").read_text())
         assert (cell["status"], cell["reason"]) == ("not run", record["reason"])
     assert "\nNot run at smoke: L3_H768_A12: too small to tell here.\n" in (repo / "reports/ablations.md").read_text()
     profile.write_text(profile.read_text().replace(skip, ""))
@@ -200,8 +217,8 @@ def test_a_queued_experiment_reruns_only_what_its_params_change(repo: Path, run:
     assert "Success" in status, status
     log = run(["dvc", "queue", "logs", "mrpc-seeds"], repo).stdout
     tables = yaml.safe_load((repo / DECLARATION).read_text())["tables"]
-    mrpc = {f"finetune_{t}@mrpc-{row}-2" for t in ("table5", "table6") for row in tables[t]["rows"]}
-    assert stages_run(log) == {"configs", *mrpc, "ablations"}, log[-3000:]  # the seed-2 stages of the seeds test
+    on_mrpc = {f"finetune@{row.split('-')[0]}" for t in ("table5", "table6") for row in tables[t]["rows"]}
+    assert stages_run(log) == {"configs", *on_mrpc, "ablations"}, log[-3000:]  # the encoders with seed-2 MRPC cells
     shown = run(["dvc", "exp", "show", "--json"], repo).stdout
     assert "mrpc-seeds" in shown
 
@@ -255,16 +272,16 @@ def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) ->
     cells = {(t, task, row) for t, spec in study["tables"].items() for task in spec["tasks"] for row in spec["rows"]}
     assert study["seeds"] == [1, 2] and study["cells"]["seeds"].get("mrpc", 1) == 1  # as the tests above left it
     ran = stages_run(run(["bash", "-c", here], repo).stdout)
-    assert ran == {"configs", "ablations", *(f"finetune_{t}@mrpc-{row}-2" for t, task, row in cells if task == "mrpc")}
+    assert ran == {"configs", "ablations", *(f"finetune@{row.split('-')[0]}" for t, task, row in cells if task == "mrpc")}
     run(["bash", "-c", queue_sst2], repo)
     run(["bash", "-c", queue_lr], repo)
     run(["bash", "-c", start], repo)
     status = wait_for_queue(repo, run)
     assert status.count("Success") == 2, status
     assert stages_run(run(["dvc", "queue", "logs", "sst2-3seeds"], repo).stdout) == {
-        "configs", "ablations", *(f"finetune_{t}@{task}-{row}-3" for t, task, row in cells)}  # SST-2's train
+        "configs", "ablations", *(f"finetune@{row.split('-')[0]}" for t, task, row in cells)}  # SST-2's train
     lr_log = run(["dvc", "queue", "logs", "lr5e-4"], repo).stdout
-    assert {"pretrain@bert", "finetune_table5@mrpc-bert-finetune-1"} <= stages_run(lr_log)
+    assert {"pretrain@bert", "finetune@bert"} <= stages_run(lr_log)
     assert len(list((repo / "data/wandb/wandb").glob("offline-run-*"))) > wandb_runs  # the queued runs' kept
     shown = run(["bash", "-c", show], repo).stdout
     assert "sst2-3seeds" in shown and "lr5e-4" in shown

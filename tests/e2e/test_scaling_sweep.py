@@ -68,8 +68,8 @@ def test_the_sweep_writes_one_row_per_claim_and_budget_pair(sweep: tuple[Path, P
     # the sweep's own runs, beside the pipeline's inputs (links), never in data/pretrain or data/finetune
     assert sorted(p.name for p in (work / "pretrain").iterdir()) == sorted(
         "scratch" if e == "scratch" else f"{e}-{s}" for e in ENCODERS for s in ("2", "4") if e != "scratch" or s == "2")
-    assert (work / "finetune" / "sst2-bert-4-finetune-64-1" / "items.json").exists()
-    assert not list((work / "finetune").glob("conll2003-*")) and not list((work / "finetune").glob("qnli-*"))
+    assert (work / "finetune" / "bert-4" / "sst2-bert-4-finetune-64-1" / "items.json").exists()
+    assert not list((work / "finetune").glob("*/conll2003-*")) and not list((work / "finetune").glob("*/qnli-*"))
     assert all((work / name).is_symlink() for name in ("download", "tokenizer", "pretrain_data"))
     assert not (work.parent / "pretrain").exists() and not (work.parent / "finetune").exists()
 
@@ -155,7 +155,7 @@ def test_an_encoder_whose_weights_are_not_its_own_trains_again(damaged: dict[str
     shutil.copytree(prepared, copy, symlinks=True)  # the sweep's links to the inputs are relative: kept in the copy
     work = copy / "scaling"
     weights = {name: (work / "pretrain" / name / "model.pt").read_bytes() for name in damaged}
-    cells = {name: work / "finetune" / f"sst2-{name}-finetune-64-1" / "metrics.json" for name in damaged}
+    cells = {name: work / "finetune" / name / f"sst2-{name}-finetune-64-1" / "metrics.json" for name in damaged}
     written = {name: metrics.stat().st_mtime_ns for name, metrics in cells.items()}
     for name, how in damaged.items():
         DAMAGES[how](work / "pretrain" / name / "model.pt")

@@ -15,7 +15,7 @@ import yaml
 from tokenizers import Tokenizer
 
 from bertlab.stage import process_age
-from tests.helpers import ENV, TINY, stage
+from tests.helpers import ENV, TINY, cell_dir, stage
 from tests.report_data import write_data
 
 
@@ -82,10 +82,10 @@ def test_missing_task_data_is_a_no_data_record_and_exit_0(finetune_data: Path) -
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "mnli: no data (nyu-mll/glue/mnli/train is not in the mirror)"
-    record = json.loads((finetune_data / "finetune" / "nodata" / "metrics.json").read_text())
+    record = json.loads((cell_dir(finetune_data, "nodata") / "metrics.json").read_text())
     assert record["status"] == "no data" and record["headline"] is None and record["task"] == "mnli"
     assert record["reason"] == "nyu-mll/glue/mnli/train is not in the mirror"
-    assert record["floor"] is None and not (finetune_data / "finetune" / "nodata" / "items.json").exists()
+    assert record["floor"] is None and not (cell_dir(finetune_data, "nodata") / "items.json").exists()
 
 
 
@@ -177,4 +177,4 @@ def test_a_finetune_by_hand_reads_the_pipelines_encoder_and_writes_under_out_dir
     assert_quiet(done)
     record = json.loads((finetune_data / "hand/finetune/byhand/metrics.json").read_text())
     assert record["status"] == "ok" and record["encoder"] == "tiny" and record["train_examples"] == 32
-    assert not (finetune_data / "finetune" / "byhand").exists()
+    assert not cell_dir(finetune_data, "byhand").exists()

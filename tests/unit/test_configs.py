@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from bertlab import study
 from bertlab.configs import runs, write_all
@@ -113,7 +114,9 @@ def test_a_bad_cells_setting_is_one_line_naming_it(policy: dict, message: str) -
 
 def test_written_configs_are_complete_and_keys_are_results_only(tmp_path: Path) -> None:
     assert write_all(PARAMS, tmp_path / "configs", SPEC) == 3 + 2 + 15 + 1
-    full = yaml.safe_load((tmp_path / "configs/finetune/sst2-ltr-finetune-2.yaml").read_text())
+    cell = tmp_path / "configs/finetune/ltr/cell/sst2-ltr-finetune-2.yaml"
+    assert cell.read_text().startswith("# @package _global_\n")  # a config of the group `cell` of ltr's multirun
+    full = yaml.safe_load(cell.read_text())
     assert full["finetune"]["encoder"] == "ltr" and full["task"]["name"] == "sst2" and full["seed"] == 2
     assert full["hydra"]["run"]["dir"].endswith("hydra/finetune/sst2-ltr-finetune-2")
     assert full["out_dir"] == full["data_dir"]  # the pipeline's runs write its outputs; by hand, data/hand
@@ -123,9 +126,25 @@ def test_written_configs_are_complete_and_keys_are_results_only(tmp_path: Path) 
     assert key["objective"]["causal"] is True
     assert "impl" not in key and "logger" not in key and set(key) == {"overrides", *RESULT_KEYS["pretrain"]}
     # a seed the study's cells leave out: its config and key say why (a key of its own, so running it reruns it)
-    left = yaml.safe_load((tmp_path / "configs/finetune/mrpc-ltr-finetune-2.key.yaml").read_text())
+    left = yaml.safe_load((tmp_path / "configs/finetune/ltr/keys/mrpc-ltr-finetune-2.yaml").read_text())
     assert left["not_run"] == "seed 2: mrpc runs the first 1 of ablations.seeds (ablations.cells.seeds)"
-    assert "not_run" not in yaml.safe_load((tmp_path / "configs/finetune/mrpc-ltr-finetune-1.key.yaml").read_text())
+    assert "not_run" not in yaml.safe_load((tmp_path / "configs/finetune/ltr/keys/mrpc-ltr-finetune-1.yaml").read_text())
+
+
+def test_an_encoders_multirun_composes_each_cell_as_its_own_config(tmp_path: Path) -> None:
+    """data/configs/finetune/<encoder>/cells.yaml with `cell=<name>` (a job of `cell=glob(*)`) is that cell's config,
+    its Hydra job logs under the encoder's sweep folder."""
+    write_all(PARAMS, tmp_path / "configs", SPEC)
+    folder = tmp_path / "configs/finetune/ltr"
+    names = sorted(p.stem for p in (folder / "cell").glob("*.yaml"))
+    assert names == sorted(p.stem for p in (folder / "keys").glob("*.yaml"))
+    assert names and all("-ltr-" in n for n in names)
+    with initialize_config_dir(config_dir=str(folder), version_base="1.3"):
+        job = compose("cells", overrides=[f"cell={names[0]}"], return_hydra_config=True)
+    alone = yaml.safe_load((folder / "cell" / f"{names[0]}.yaml").read_text())
+    assert {k: v for k, v in OmegaConf.to_container(job).items() if k != "hydra"} == {
+        k: v for k, v in alone.items() if k != "hydra"}
+    assert job.hydra.sweep.dir.endswith("hydra/finetune/ltr") and job.hydra.sweep.subdir == names[0]
 
 
 def test_a_profile_that_redraws_the_grid_is_refused() -> None:
@@ -211,11 +230,11 @@ def test_a_profile_gives_one_task_its_own_budget(tmp_path: Path) -> None:
     assert compose_with("profile=gpu", "task=mrpc").finetune.max_train_examples is None  # paper's grid: all data
     assert compose_with("profile=cpu", "task=mrpc", "finetune.max_train_examples=64").finetune.max_train_examples == 64
     write_all({**PARAMS, "profile": "cpu"}, tmp_path / "configs", SPEC)
-    key = {t: yaml.safe_load((tmp_path / f"configs/finetune/{t}-bert-finetune-1.key.yaml").read_text())
+    key = {t: yaml.safe_load((tmp_path / f"configs/finetune/bert/keys/{t}-bert-finetune-1.yaml").read_text())
            for t in ("sst2", "mrpc")}
     assert key["sst2"]["finetune"]["max_train_examples"] == 4800
     assert key["mrpc"]["finetune"]["max_train_examples"] == 800
-    conll = yaml.safe_load((tmp_path / "configs/finetune/conll2003-bert-sum_all-1.key.yaml").read_text())
+    conll = yaml.safe_load((tmp_path / "configs/finetune/bert/keys/conll2003-bert-sum_all-1.yaml").read_text())
     assert conll["finetune"]["lr"] == 1e-3
 
 

@@ -25,15 +25,15 @@ from bertlab.stage import CONF_DIR
 from bertlab.training import probe
 from bertlab.training.finetune_module import FinetuneModule
 from bertlab.training.task_datamodule import subsample
-from tests.helpers import finetune_config, save_encoder
+from tests.helpers import cell_dir, finetune_config, save_encoder
 
 
 def read_record(finetune_data: Path, name: str) -> dict:
-    return json.loads((finetune_data / "finetune" / name / "metrics.json").read_text())
+    return json.loads((cell_dir(finetune_data, name) / "metrics.json").read_text())
 
 
 def read_items(finetune_data: Path, name: str) -> dict:
-    return json.loads((finetune_data / "finetune" / name / "items.json").read_text())
+    return json.loads((cell_dir(finetune_data, name) / "items.json").read_text())
 
 
 def recompute(record: dict, cols: dict) -> float:
@@ -82,11 +82,11 @@ def test_classification_learns_a_trivial_task(finetune_data: Path) -> None:
     assert record["train_examples"] == 480 and record["eval_examples"] == 100
     assert record["mode"] == "finetune" and record["features"] is None and record["bilstm"] is False
     assert record["causal"] is False and record["train_seconds"] >= 0 and record["eval_seconds"] >= 0
-    assert (finetune_data / "finetune" / "presence" / "metrics.csv").exists()  # the training curve
+    assert (cell_dir(finetune_data, "presence") / "metrics.csv").exists()  # the training curve
     encoder = result.module.encoder  # fine-tuned with finetune.dropout (0.1), not the pretraining's 0
     assert {m.p for m in encoder.modules() if isinstance(m, torch.nn.Dropout)} == {0.1}
     assert {layer.attention_dropout for layer in encoder.layers} == {0.1}
-    assert not (finetune_data / "finetune" / "presence.partial").exists()
+    assert not (cell_dir(finetune_data, "presence").parent / ".partial").exists()
     assert not (finetune_data / "checkpoints" / "finetune" / "presence").exists()  # the loggers' work dir, cleaned up
 
     items = check_items(finetune_data, record, "classification")
@@ -167,7 +167,7 @@ def test_an_encoder_is_causal_by_its_record_not_its_objectives_name(finetune_dat
 def test_a_cell_the_profile_leaves_out_writes_why_and_trains_nothing(finetune_data: Path) -> None:
     cfg = finetune_config(finetune_data, "name=left_out", "task=sst2", "not_run='sst2: too slow here'")
     result = finetune(cfg)
-    out = finetune_data / "finetune" / "left_out"
+    out = finetune_data / "finetune" / "tiny" / "left_out"  # in its encoder's folder
     assert result.finished_before and sorted(p.name for p in out.iterdir()) == ["metrics.json"]
     record = json.loads((out / "metrics.json").read_text())
     assert (record["status"], record["reason"], record["headline"]) == ("not run", "not run at smoke: sst2: too slow "
@@ -306,7 +306,7 @@ def test_a_probe_cell_fits_a_converged_probe_and_writes_what_the_report_reads(fi
     assert fitted["features"] == 32 and fitted["C"] == fitted["Cs"][int(np.argmin(fitted["cv_log_loss"]))]
     words = [len(t) for t in subsample(train_split(finetune_data, task), 120, 0)["tokens"]] if kind == "tagging" else []
     assert fitted["train_vectors"] == (sum(words) if words else 120)  # a vector per example, or per word
-    with (finetune_data / "finetune" / f"probe_{task}" / "metrics.csv").open() as f:
+    with (cell_dir(finetune_data, f"probe_{task}") / "metrics.csv").open() as f:
         curve = list(csv.DictReader(f))
     assert [float(r["C"]) for r in curve] == fitted["Cs"]
     assert [float(r["cv_log_loss"]) for r in curve] == pytest.approx(fitted["cv_log_loss"], abs=1e-6)
@@ -364,7 +364,7 @@ def test_a_tokenizer_that_is_not_the_encoders_stops_before_training(finetune_dat
     assert "\n" not in message
     assert f"{tokenizer_file} has {tokens} tokens" in message
     assert f"{finetune_data / 'pretrain' / name / CONFIG} has vocab_size {tokens + delta}" in message
-    assert not (finetune_data / "finetune" / name).exists()
+    assert not cell_dir(finetune_data, name).exists()
     assert not (finetune_data / "checkpoints" / "finetune" / name).exists()
 
 
@@ -450,7 +450,7 @@ def test_a_rerun_of_a_finished_cell_does_nothing(finetune_data: Path) -> None:
     save_keyed_encoder(finetune_data, "again", "a")
     args = ("name=sst2-again", "finetune.encoder=again", "task=sst2", "finetune.epochs=1", "finetune.lr=1e-3")
     first = finetune(finetune_config(finetune_data, *args))
-    metrics = finetune_data / "finetune" / "sst2-again" / "metrics.json"
+    metrics = cell_dir(finetune_data, "sst2-again") / "metrics.json"
     written = metrics.stat().st_mtime_ns
     again = finetune(finetune_config(finetune_data, *args))
     assert again.finished_before and again.module is None and again.record == first.record
@@ -504,7 +504,7 @@ def test_a_twin_cell_whose_files_were_damaged_is_not_copied(finetune_data: Path,
         save_keyed_encoder(finetune_data, name, "d")
     args = ("task=sst2", "finetune.epochs=1", "finetune.lr=1e-3")
     finetune(finetune_config(finetune_data, "name=sst2-dmg", "finetune.encoder=dmg", *args))
-    items = finetune_data / "finetune" / "sst2-dmg" / "items.json"
+    items = cell_dir(finetune_data, "sst2-dmg") / "items.json"
     items.write_text(items.read_text().replace("1", "0"))
     twin = finetune(finetune_config(finetune_data, "name=sst2-dmg_twin", "finetune.encoder=dmg_twin", *args))
     assert twin.module is not None and "trained_as" not in twin.record

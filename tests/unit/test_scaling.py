@@ -133,9 +133,10 @@ def cell(work: Path, task: str, encoder: str, mode: str, examples: int | None, s
     per_item = items(name, task, score)
     record = {"name": name, "encoder": encoder, "task": task, "seed": seed, "mode": mode, "features": None,
               "bilstm": False, "status": "ok", "metrics": {"validation": {per_item["metric"]: float(score)}}}
-    (work / "finetune" / name).mkdir(parents=True)
-    (work / "finetune" / name / "metrics.json").write_text(json.dumps(record))
-    (work / "finetune" / name / "items.json").write_text(json.dumps(per_item))
+    folder = work / "finetune" / encoder / name
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps(record))
+    (folder / "items.json").write_text(json.dumps(per_item))
 
 
 @pytest.fixture

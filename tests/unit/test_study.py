@@ -1,5 +1,6 @@
-"""The study's grid as DVC parses it (dvc.yaml reads conf/ablations/default.yaml as vars): every cell of the
-declaration is one stage named by what it runs, and an edit of the declaration renames no other stage."""
+"""The study's grid as DVC parses it (dvc.yaml reads conf/ablations/default.yaml's encoders as vars): two stages an
+encoder, named by what they run, each depending on its own encoder alone; an edit of the declaration renames no
+other stage."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bertlab import study
 from tests.helpers import REPO
 
 DECLARATION = "conf/ablations/default.yaml"
@@ -30,44 +30,47 @@ def stages(declared: dict, tmp_path: Path) -> dict[str, tuple]:
                 for s in repo.index.stages}
 
 
-@pytest.fixture(scope="module")
-def declared() -> dict:
-    return yaml.safe_load((REPO / DECLARATION).read_text())
+FIXED = {"configs", "download", "tokenizer", "pretrain_data", "ablations"}
 
 
-def test_every_cell_is_one_stage_named_by_what_it_runs(declared: dict, tmp_path: Path) -> None:
-    found = stages(declared, tmp_path)
-    cells = list(study.cells(declared))
-    finetune = {name for name in found if name.startswith("finetune_")}
-    assert len(finetune) == len(cells) == sum(
-        len(t["tasks"]) * len(t["rows"]) for t in declared["tables"].values()) * len(declared["seeds"])
-    for cell in cells:
-        cmd, deps, outs = found[f"finetune_{cell.table}@{cell.task}-{cell.encoder}-{cell.mode}-{cell.seed}"]
-        assert cmd.endswith(f" -cn {cell.name}") and outs == (f"data/finetune/{cell.name}",)
-        assert deps[:3] == (f"data/configs/finetune/{cell.name}.key.yaml", "data/pretrain",
-                            f"data/download/tasks/{cell.task}")
-    assert {name for name in found if name.startswith("pretrain@")} == {f"pretrain@{e}" for e in declared["encoders"]}
+def small_study(*encoders: str) -> dict:
+    """A declaration of its own (dvc.yaml reads its encoders): each encoder pretrained with MLM."""
+    return {"encoders": {name: ["objective=mlm"] for name in encoders}}
 
 
-def test_inserting_runs_renames_no_other_stage(declared: dict, tmp_path: Path) -> None:
-    """A row, a task and a seed put first (where a list position would shift every name after it), and an encoder
-    with its row: the stages there before keep their names, commands, deps and outputs."""
-    before = stages(declared, tmp_path / "before")
-    table5 = declared["tables"]["table5"]
-    task = next(t for t in declared["columns"] if not any(t in spec["tasks"] for spec in declared["tables"].values()))
-    assert "inserted" not in declared["encoders"] and "ltr-bilstm" in table5["rows"]
-    edited = declared | {
-        "encoders": {"inserted": ["objective=mlm"], **declared["encoders"]},
-        "seeds": [0, *declared["seeds"]],
-        "tables": declared["tables"] | {"table5": table5 | {
-            "tasks": [task, *table5["tasks"]],
-            "rows": {"inserted-bilstm": {"label": "ours"}, "inserted-finetune": {"label": "ours"}, **table5["rows"]}}}}
-    after = stages(edited, tmp_path / "after")
+def test_each_encoder_is_two_stages_its_cells_depend_on_it_alone(tmp_path: Path) -> None:
+    found = stages(small_study("a", "b"), tmp_path)
+    assert set(found) == FIXED | {f"{stage}@{e}" for stage in ("pretrain", "finetune") for e in ("a", "b")}
+    for encoder in ("a", "b"):
+        cmd, deps, outs = found[f"finetune@{encoder}"]
+        assert cmd.endswith(f"-cd data/configs/finetune/{encoder} -cn cells 'cell=glob(*)'")
+        assert deps[:3] == (f"data/configs/finetune/{encoder}/keys", f"data/pretrain/{encoder}", "data/download/tasks")
+        assert not [d for d in deps if d.startswith(("data/pretrain", "data/finetune")) and encoder not in d]
+        assert outs == (f"data/finetune/{encoder}",)
+        assert found[f"pretrain@{encoder}"][2] == (f"data/pretrain/{encoder}",)
+
+
+def test_inserting_an_encoder_renames_no_other_stage(tmp_path: Path) -> None:
+    """An encoder put first (where a list position would shift every name after it): the stages there before keep
+    their names, commands, deps and outputs, and the new encoder adds its two."""
+    before = stages(small_study("a", "b"), tmp_path / "before")
+    after = stages(small_study("inserted", "a", "b"), tmp_path / "after")
     assert {name: after.get(name) for name in before} == before
-    added = set(after) - set(before)
-    assert {f"finetune_table5@{task}-bert-finetune-1", "finetune_table5@sst2-inserted-bilstm-2",
-            "finetune_table5@qnli-inserted-finetune-0", "finetune_table7@conll2003-bert-finetune-0",
-            "pretrain@inserted"} <= added
-    rows, tasks, seeds = len(table5["rows"]) + 2, len(table5["tasks"]) + 1, len(declared["seeds"]) + 1
-    others = sum(len(t["tasks"]) * len(t["rows"]) for name, t in declared["tables"].items() if name != "table5")
-    assert len(added) == 1 + rows * tasks * seeds - len(table5["rows"]) * len(table5["tasks"]) * (seeds - 1) + others
+    assert set(after) - set(before) == {"pretrain@inserted", "finetune@inserted"}
+
+
+def test_the_live_declarations_encoders_are_the_stages(tmp_path: Path) -> None:
+    declared = yaml.safe_load((REPO / DECLARATION).read_text())
+    found = stages(declared, tmp_path)
+    assert {n for n in found if "@" in n} == {f"{s}@{e}" for s in ("pretrain", "finetune") for e in declared["encoders"]}
+
+
+def test_the_committed_lock_holds_only_stages_that_exist() -> None:
+    """dvc.lock keeps a stage's entry after the stage is gone (DVC never prunes it): a stale lock grows every stage's
+    bookkeeping (DVC reads and writes the whole file after each), so it is committed without them."""
+    from dvc.repo import Repo
+
+    with Repo(str(REPO)) as repo:
+        names = {s.addressing for s in repo.index.stages}
+    locked = set(yaml.safe_load((REPO / "dvc.lock").read_text())["stages"])
+    assert sorted(locked - names) == []

@@ -107,7 +107,7 @@ def collect(data_dir: Path) -> Results:
     if not manifest_file.exists():
         raise UserError(f"{manifest_file} not found: run the download stage first")
     pretrain_files = sorted((data_dir / "pretrain").glob("*/metrics.json"))
-    finetune_files = sorted((data_dir / "finetune").glob("*/metrics.json"))
+    finetune_files = sorted((data_dir / "finetune").glob("*/*/metrics.json"))  # <encoder>/<cell>
     curve_files = sorted((data_dir / "pretrain").glob("*/metrics.csv"))
     item_files = [p.with_name("items.json") for p in finetune_files if p.with_name("items.json").exists()]
     heldout_files = sorted((data_dir / "pretrain").glob("*/heldout_items.json"))

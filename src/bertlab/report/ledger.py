@@ -98,10 +98,11 @@ def ledger_section(results: Results) -> list[str]:
     lines = ["## Budget ledger", ""]
     stages = stage_rows(results)
     if stages:
-        lines += ["Process time per stage kind (each stage is one process; start-up = interpreter, imports and "
-                  "config composition before the stage's own code). DVC's own bookkeeping and the install are "
-                  "outside these numbers.", ""]
-        lines += table(["stage", "processes", "minutes", "of which start-up"], stages)
+        lines += ["Process time per stage kind, by the runs that did work (an encoder's fine-tuning cells share "
+                  "one process, whose start-up counts once; start-up = interpreter, imports and config composition "
+                  "before the stage's own code). DVC's own bookkeeping and the install are outside these numbers.",
+                  ""]
+        lines += table(["stage", "runs", "minutes", "of which start-up"], stages)
     else:
         lines += ["No stage timings were recorded (`data/timing/` is absent: results checked out, not run here)."]
     lines += ["", "Pretraining: each encoder's budget (tokens = steps × global batch × sequence length) and the "

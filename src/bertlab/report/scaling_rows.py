@@ -110,7 +110,7 @@ def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstra
                         continue
                     runs = [cell_name(task, name, mode[0], budget["examples"], s) for s in spec["seeds"]]
                     sides.append((f"{name} {mode[0]}", floored_side(tuple(runs), lambda: read_cell(
-                        work_dir / "finetune", runs, task, columns))))
+                        work_dir / "finetune" / name, runs, task, columns))))
                 (a, cell_a), (b, cell_b) = sides
                 if why is None:
                     result, reason = contrast(cell_a, cell_b, a, b, bootstrap)
