@@ -40,8 +40,12 @@ def test_one_run_a_side_is_todays_paired_bootstrap_draw_for_draw() -> None:
     rng = np.random.default_rng(0)
     a, b = study(rng, (0.75, 0.72), runs=1, seeds=3)
     span = [[{"f1": rng.random(300) * 100, "exact_match": rng.random(300) * 100} for _ in range(k)] for k in (1, 2)]
+    label = rng.integers(0, 6, 200).astype(float)
+    sts = [[{"pred": label + rng.normal(0, sd, 200), "label": label} for _ in range(2)] for sd in (1.0, 1.5)]
+    lm = [[{"loss_sum": rng.gamma(3.0, size=250) * 9, "count": np.full(250, 9)}] for _ in range(2)]
     for (x, y), kind, metric in [((a[0], b[0]), "classification", "accuracy"), ((a[0], b[0]), "classification", "f1"),
-                                 ((a[0], b[0]), "classification", "matthews"), (span, "span", "f1")]:
+                                 ((a[0], b[0]), "classification", "matthews"), (span, "span", "f1"),
+                                 (sts, "regression", "spearman"), (lm, "lm", "ppl")]:
         multi = multi_bootstrap([x], [y], kind, metric, paired=True, draws=800, seed=5)
         today = stats.compare(x, y, kind, metric, draws=800, seed=5)
         assert (multi.estimate, multi.low, multi.high, multi.verdict) == (
