@@ -56,8 +56,8 @@ def higher_is_better(metric: str) -> bool:
 
 def score(kind: str, metric: str, cols: Columns, idx: np.ndarray | None = None) -> float:
     """`metric` of one run on the items `idx` (all when None; repeats count), 0-100 (ppl raw); NaN if undefined."""
-    _check(kind, metric)
-    idx = np.arange(_n_items(kind, metric, cols)) if idx is None else np.asarray(idx, dtype=np.intp)
+    check_metric(kind, metric)
+    idx = np.arange(item_count(kind, metric, cols)) if idx is None else np.asarray(idx, dtype=np.intp)
     if kind == "regression":
         pred, label = (np.asarray(cols[c], dtype=np.float64) for c in ("pred", "label"))
         return float(_correlation(metric, pred[idx], label[idx]))
@@ -69,8 +69,8 @@ def compare(
     level: float = 0.95,
 ) -> Contrast:
     """Paired bootstrap of `metric`(A) - `metric`(B) over items and runs; the verdict on "A is better than B"."""
-    _check(kind, metric)
-    sizes = {_n_items(kind, metric, cols) for cols in (*a, *b)}
+    check_metric(kind, metric)
+    sizes = {item_count(kind, metric, cols) for cols in (*a, *b)}
     if len(sizes) > 1:
         raise ValueError(f"compare: the runs have different item counts {sorted(sizes)}")
     n = sizes.pop() if sizes else 0
@@ -84,11 +84,11 @@ def compare(
 
     rng = np.random.default_rng(seed)
     runs_a, runs_b = (rng.integers(0, len(side), size=(draws, len(side))) for side in (a, b))
-    per_run = _bootstrap_scores(kind, metric, [*a, *b], n, draws, rng)  # (draws, runs of A then of B)
+    per_run = bootstrap_scores(kind, metric, [*a, *b], n, draws, rng)  # (draws, runs of A then of B)
     rows = np.arange(draws)[:, None]
     diff = per_run[:, : len(a)][rows, runs_a].mean(axis=1) - per_run[:, len(a) :][rows, runs_b].mean(axis=1)
     low, high = (float(q) for q in np.quantile(diff, [(1 - level) / 2, (1 + level) / 2]))
-    return Contrast(estimate, low, high, _verdict(estimate, low, high, higher_is_better(metric)), n, len(a), len(b))
+    return Contrast(estimate, low, high, verdict_of(estimate, low, high, higher_is_better(metric)), n, len(a), len(b))
 
 
 def ratio_to_floor(run: Columns, floor: Columns, bound: float, *, draws: int = 2000, seed: int = 0,
@@ -96,14 +96,14 @@ def ratio_to_floor(run: Columns, floor: Columns, bound: float, *, draws: int = 2
     """Held-out perplexity of one LM run over its floor's on the same positions (`lm` columns), with the bootstrap
     interval over held-out instances, and the verdict on "at most `bound` times the floor's": reproduced (interval
     below `bound`), contradicted (above it), unresolved (it straddles `bound`)."""
-    n = _n_items("lm", "ppl", run)
+    n = item_count("lm", "ppl", run)
     nan = float("nan")
     estimate = score("lm", "ppl", run) / score("lm", "ppl", floor) if n else nan
     if not np.isfinite(estimate):
         return Contrast(estimate, nan, nan, NOT_MEASURED, n, 1, 1)
-    both = _bootstrap_scores("lm", "ppl", [run, floor], n, draws, np.random.default_rng(seed))
+    both = bootstrap_scores("lm", "ppl", [run, floor], n, draws, np.random.default_rng(seed))
     low, high = (float(q) for q in np.quantile(both[:, 0] / both[:, 1], [(1 - level) / 2, (1 + level) / 2]))
-    return Contrast(estimate, low, high, _verdict(bound - estimate, bound - high, bound - low, True), n, 1, 1)
+    return Contrast(estimate, low, high, verdict_of(bound - estimate, bound - high, bound - low, True), n, 1, 1)
 
 
 def floor_status(
@@ -149,7 +149,7 @@ def summarize(contrasts: Sequence[Contrast]) -> str:
     return f"{', '.join(parts)} of {len(contrasts)} pair{'' if len(contrasts) == 1 else 's'}"
 
 
-def _verdict(estimate: float, low: float, high: float, higher: bool) -> str:
+def verdict_of(estimate: float, low: float, high: float, higher: bool) -> str:
     if not np.isfinite([estimate, low, high]).all():
         return NOT_MEASURED
     if low > 0:
@@ -159,12 +159,12 @@ def _verdict(estimate: float, low: float, high: float, higher: bool) -> str:
     return UNRESOLVED
 
 
-def _check(kind: str, metric: str) -> None:
+def check_metric(kind: str, metric: str) -> None:
     if metric not in METRICS.get(kind, ()):
         raise ValueError(f"unknown kind/metric {kind!r}/{metric!r}; known: {METRICS}")
 
 
-def _n_items(kind: str, metric: str, cols: Columns) -> int:
+def item_count(kind: str, metric: str, cols: Columns) -> int:
     first = {"classification": "pred", "regression": "pred", "span": metric, "tagging": "tp", "lm": "count"}[kind]
     return len(cols[first])
 
@@ -210,7 +210,7 @@ def _correlation(metric: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(constant, np.nan, 100.0 * (x * y).sum(axis=-1) / np.where(constant, 1.0, den))
 
 
-def _bootstrap_scores(
+def bootstrap_scores(
     kind: str, metric: str, runs: Sequence[Columns], n: int, draws: int, rng: np.random.Generator
 ) -> np.ndarray:
     """Each run's metric on `draws` resamples of the n items (the same resamples for every run): (draws, runs)."""

@@ -1,0 +1,73 @@
+"""What a contrast's design can detect: its minimum detectable effect, and the pretraining runs a side an effect needs.
+
+A two-sided test at level alpha detects a true effect delta with probability `power` once |delta| >= Z SE, Z =
+z_{1-alpha/2} + z_power (2.80 at 5% and 80%; normal approximation): the minimum detectable effect (MDE) is Z SE, with
+SE the Multi-Bootstrap draws' SD. With n pretraining runs a side SE(n)^2 = item_var + run_var / n
+(`multiboot.MultiContrast`: run_var the between-run variance of one pair of runs' margin, item_var the dev items'
+noise shared by every run, which more runs do not average away). An effect delta needs
+n = run_var / (delta^2 / Z^2 - item_var) runs a side (the textbook 2 Z^2 sd^2 / delta^2 when item_var = 0 and
+run_var = 2 sd^2), and no number of runs decides it at this scale when Z^2 item_var >= delta^2.
+With one run a side the between-run variance is unmeasured: the MDE leaves it out (a lower bound), unless the caller
+assumes one (e.g. a pilot's).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+from bertlab.report.multiboot import MultiContrast
+
+UNMEASURED = "between-run variance unmeasured (one pretraining run a side): the MDE leaves it out"
+ASSUMED = "between-run variance assumed, not measured (one pretraining run a side)"
+
+
+@dataclass(frozen=True)
+class Power:
+    """A contrast's MDE, the runs a side its effect needs (inf: not decidable at this scale), and any caveat."""
+
+    mde: float
+    runs_needed: float | None  # None: no effect to size
+    note: str = ""
+
+
+def z_sum(alpha: float = 0.05, power: float = 0.8) -> float:
+    """z_{1 - alpha/2} + z_power: the MDE in SEs."""
+    return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+
+
+def mde(draws: np.ndarray, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest |A - B| detected with `power` at two-sided `alpha`: z_sum x the draws' SD."""
+    return z_sum(alpha, power) * float(np.std(draws, ddof=1))
+
+
+def mde_at(runs: float, run_var: float, item_var: float, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The MDE with `runs` pretraining runs a side: z_sum sqrt(item_var + run_var / runs)."""
+    return z_sum(alpha, power) * math.sqrt(item_var + run_var / runs)
+
+
+def runs_needed(delta: float, run_var: float, item_var: float, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Pretraining runs a side for `delta` to be detected (at least 1); inf when item noise alone hides it."""
+    room = delta**2 / z_sum(alpha, power) ** 2 - item_var
+    if room <= 0:
+        return math.inf
+    return float(max(1, math.ceil(run_var / room)))
+
+
+def power_of(contrast: MultiContrast, effect: float | None = None, assumed_run_var: float | None = None,
+             alpha: float = 0.05, power: float = 0.8) -> Power:
+    """The MDE of `contrast`'s design and the runs a side `effect` (e.g. the paper's) needs. With one run a side the
+    between-run variance is unmeasured: `assumed_run_var` stands in for it (added to the draws' variance), else the
+    MDE leaves it out and the runs needed are not sized."""
+    measured = np.isfinite(contrast.run_var)
+    run_var = contrast.run_var if measured else assumed_run_var
+    if measured or run_var is None:
+        found = mde(contrast.draws, alpha, power)
+    else:
+        found = z_sum(alpha, power) * math.sqrt(contrast.se**2 + run_var / min(contrast.runs_a, contrast.runs_b))
+    needed = None if effect is None or run_var is None else runs_needed(effect, run_var, contrast.item_var, alpha,
+                                                                        power)
+    return Power(found, needed, "" if measured else UNMEASURED if run_var is None else ASSUMED)

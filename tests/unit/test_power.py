@@ -1,0 +1,61 @@
+"""Power of a contrast's design: the MDE from the Multi-Bootstrap's draws, the MDE and runs needed from the variance
+parts, "not at this scale" when item noise alone hides an effect, and an unmeasured between-run variance stated."""
+
+import math
+
+import numpy as np
+import pytest
+
+from bertlab.report import power
+from bertlab.report.multiboot import multi_bootstrap
+from tests.unit.test_multiboot import study
+
+
+def test_z_sum_is_2_80_at_5_percent_and_80_percent_power() -> None:
+    assert power.z_sum() == pytest.approx(1.959964 + 0.841621, abs=1e-5)
+    assert power.z_sum(0.01, 0.9) == pytest.approx(2.575829 + 1.281552, abs=1e-5)
+
+
+def test_mde_is_z_sum_standard_errors() -> None:
+    draws = np.random.default_rng(0).normal(1.0, 0.5, 200_000)
+    assert power.mde(draws) == pytest.approx(2.8016 * 0.5, rel=0.01)
+    assert power.mde_at(4, run_var=2.0, item_var=0.5) == pytest.approx(power.z_sum() * 1.0)
+
+
+@pytest.mark.parametrize(("delta", "run_var", "item_var", "runs"), [
+    (3.5, 2 * 1.4**2, 0.0, 3),         # the textbook 2 Z^2 sd^2 / delta^2 = 7.85 x 3.92 / 12.25 = 2.5
+    (2.0, 2 * 1.4**2, 0.1, 10),        # 3.92 / (4 / 7.85 - 0.1) = 9.6
+    (0.6, 2 * 1.4**2, 0.1, math.inf),  # item noise alone hides it: 7.85 x 0.1 > 0.6^2
+    (5.0, 0.0, 0.5, 1),                # no between-run variance: one run does
+])
+def test_runs_needed(delta: float, run_var: float, item_var: float, runs: float) -> None:
+    assert power.runs_needed(delta, run_var, item_var) == runs
+    if math.isfinite(runs):  # that many runs detect delta, one fewer does not
+        assert power.mde_at(runs, run_var, item_var) <= delta
+        assert runs == 1 or power.mde_at(runs - 1, run_var, item_var) > delta
+    else:  # nor does any number of runs
+        assert power.mde_at(1e9, run_var, item_var) > delta
+
+
+def test_power_of_a_multi_bootstrap_contrast() -> None:
+    rng = np.random.default_rng(1)
+    a, b = study(rng, (0.75, 0.72), runs=5, items=600)
+    c = multi_bootstrap(a, b, "classification", "accuracy", paired=False, draws=4000)
+    got = power.power_of(c, effect=3.5)
+    assert got.note == "" and got.mde == pytest.approx(power.z_sum() * c.se)
+    assert got.runs_needed == power.runs_needed(3.5, c.run_var, c.item_var)
+    assert power.mde_at(5, c.run_var, c.item_var) == pytest.approx(got.mde, rel=0.35)  # the parts explain the draws
+    assert power.power_of(c).runs_needed is None
+
+
+def test_one_run_a_side_states_the_between_run_variance_unmeasured() -> None:
+    rng = np.random.default_rng(2)
+    a, b = study(rng, (0.75, 0.72), runs=1, items=600)
+    c = multi_bootstrap(a, b, "classification", "accuracy", paired=False, draws=4000)
+    plain = power.power_of(c, effect=3.5)
+    assert plain.note == power.UNMEASURED and plain.runs_needed is None
+    assert plain.mde == pytest.approx(power.z_sum() * c.se)
+    assumed = power.power_of(c, effect=3.5, assumed_run_var=2 * 1.4**2)
+    assert assumed.note == power.ASSUMED
+    assert assumed.mde == pytest.approx(power.z_sum() * math.sqrt(c.se**2 + 2 * 1.4**2))
+    assert assumed.runs_needed == power.runs_needed(3.5, 2 * 1.4**2, c.item_var)
