@@ -4,11 +4,15 @@ Writes `data/download/corpus` (one `text` column, one row per document), `data/d
 (a DatasetDict per task; for a task whose data could not be had, a `NO_DATA` file saying why) and
 `data/download/manifest.json` (row counts, sources, known deviations, and
 the tasks whose data could not be had, which the tables then mark "no data").
+The arrow copies `datasets` makes of a mirror's files (and of the streamed corpus) live in the stage's scratch
+directory and are removed with it: the Hugging Face cache gains nothing from a mirror, and from the hub only its
+downloads (one copy of each file, reused by the next run).
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,15 +30,18 @@ from bertlab.stage import main
 
 log = logging.getLogger(__name__)
 
+CACHE = ".datasets"  # in the stage's scratch directory: `datasets`' arrow copies, removed before it is published
+
 
 def load_corpus(sources: list[DictConfig], mirror: str | None, scratch: Path) -> datasets.Dataset:
     """All corpus sources as one dataset with columns `text` and `source`; a missing source is an error.
-    From the hub the sources are streamed into `scratch` a batch at a time (BERT-scale corpora never sit in RAM)."""
+    From the hub the sources are streamed into `scratch` a batch at a time (BERT-scale corpora never sit in RAM);
+    `datasets`' arrow copies go to `scratch / CACHE`."""
     if mirror is None:
-        return stream_corpus(sources, scratch / "corpus.parquet")
+        return stream_corpus(sources, scratch / "corpus.parquet", scratch / CACHE)
     parts = []
     for src in sources:
-        ds = load_split(src.hub_id, src.config, src.split, mirror)
+        ds = load_split(src.hub_id, src.config, src.split, mirror, scratch / CACHE)
         ds = ds.select_columns([src.text_column])
         if src.text_column != "text":
             ds = ds.rename_column(src.text_column, "text")
@@ -44,8 +51,10 @@ def load_corpus(sources: list[DictConfig], mirror: str | None, scratch: Path) ->
     return datasets.concatenate_datasets(parts)
 
 
-def stream_corpus(sources: list[DictConfig], path: Path, batch_size: int = 1000) -> datasets.Dataset:
-    """The hub's corpus sources streamed into one parquet file (non-blank texts only), then memory-mapped."""
+def stream_corpus(sources: list[DictConfig], path: Path, cache_dir: Path, batch_size: int = 1000
+                  ) -> datasets.Dataset:
+    """The hub's corpus sources streamed into one parquet file (non-blank texts only), then memory-mapped from its
+    arrow copy in `cache_dir`."""
     writer = None
     for src in sources:
         key = split_key(src.hub_id, src.config, src.split)
@@ -64,7 +73,7 @@ def stream_corpus(sources: list[DictConfig], path: Path, batch_size: int = 1000)
     if writer is None:
         raise UserError("corpus.sources is empty: name at least one corpus source")
     writer.close()
-    return datasets.load_dataset("parquet", data_files=[str(path)], split="train")
+    return datasets.load_dataset("parquet", data_files=[str(path)], split="train", cache_dir=str(cache_dir))
 
 
 LONG_LINE = 100_000  # characters; the mirror's longest line of text is 6,193
@@ -84,10 +93,10 @@ def warn_long_lines(corpus: datasets.Dataset, limit: int = LONG_LINE) -> None:
                     corpus[index]["source"])
 
 
-def load_task(task: DictConfig, mirror: str | None) -> datasets.DatasetDict:
-    """A task's train and evaluation splits."""
+def load_task(task: DictConfig, mirror: str | None, cache_dir: Path | None = None) -> datasets.DatasetDict:
+    """A task's train and evaluation splits (a mirror's arrow copies in `cache_dir`)."""
     splits = [task.train_split, *task.eval_splits]
-    return datasets.DatasetDict({s: load_split(task.hub_id, task.config, s, mirror) for s in splits})
+    return datasets.DatasetDict({s: load_split(task.hub_id, task.config, s, mirror, cache_dir) for s in splits})
 
 
 def check_task(name: str, task: DictConfig, data: datasets.DatasetDict, mirror: str | None) -> None:
@@ -177,7 +186,7 @@ def run(cfg: DictConfig) -> None:
         tasks: dict[str, dict] = {}
         for name, task in cfg.download.tasks.items():
             try:
-                dd = load_task(task, mirror)
+                dd = load_task(task, mirror, tmp / CACHE)
             except UnreadableFile:
                 raise
             except SourceError as err:
@@ -191,6 +200,7 @@ def run(cfg: DictConfig) -> None:
             tasks[name] = {"status": "ok", "rows": {s: len(d) for s, d in dd.items()}}
             used += [split_key(task.hub_id, task.config, s) for s in dd]
             log.info("task %s: %s", name, tasks[name]["rows"])
+        shutil.rmtree(tmp / CACHE, ignore_errors=True)  # absent when nothing was read through it
         write_json(
             tmp / "manifest.json",
             {

@@ -2,7 +2,7 @@
 
 Reads `data/pretrain_data` and `data/tokenizer`; writes `<out_dir>/pretrain/<name>/` (`data/pretrain/` in the
 pipeline, `data/hand/pretrain/` by hand): the model as a plain state
-dict + JSON config, the same in Hugging Face `BertForPreTraining` layout (`hf/`), the training curve
+dict + JSON config, its encoder and LM head in Hugging Face's masked-LM layout (`hf/`), the training curve
 (`metrics.csv`), `metrics.json` with the held-out perplexity ("LM (ppl)" of Table 6) and its unigram floor, and
 `heldout_items.json` (per held-out instance: the model's and the floor's NLL sums and scored positions).
 Checkpoints live in `<out_dir>/checkpoints/pretrain/<name>-<key>/`, the key hashing everything that changes the result

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from bertlab.modeling.export import bertlab_to_hf, config_to_hf, hf_to_bertlab, load_hf, load_plain, save_hf, save_plain
 from bertlab.modeling.model import BertConfig, BertForPretraining, rotary_angles, rotate
@@ -59,25 +62,47 @@ def test_load_plain_overrides_dropout(tmp_path: Path) -> None:
         assert torch.allclose(loaded.encoder(**inputs()).last_hidden_state, model.encoder(**inputs()).last_hidden_state)
 
 
-@pytest.mark.parametrize(("nsp", "causal"), [(True, False), (False, False), (False, True)])
-def test_hf_export_loads_in_transformers(tmp_path: Path, nsp: bool, causal: bool) -> None:
+@pytest.fixture
+def hf_warnings(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """transformers' own log records (it does not propagate them by default), at warning level and above."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.enable_propagation()
+    caplog.set_level(logging.WARNING, logger="transformers")
+    yield caplog
+    hf_logging.disable_propagation()
+
+
+@pytest.mark.parametrize(("nsp", "causal", "positions", "architecture", "auto"), [
+    (True, False, "absolute", "BertForMaskedLM", "AutoModelForMaskedLM"),
+    (False, False, "absolute", "BertForMaskedLM", "AutoModelForMaskedLM"),
+    (False, True, "absolute", "BertLMHeadModel", "AutoModelForCausalLM"),
+    (True, False, "rotary", "RoFormerForMaskedLM", "AutoModelForMaskedLM"),
+    (False, True, "rotary", "RoFormerForCausalLM", "AutoModelForCausalLM"),
+])
+def test_hf_export_loads_in_transformers_with_no_unused_or_missing_weight(
+        tmp_path: Path, hf_warnings: pytest.LogCaptureFixture, nsp: bool, causal: bool, positions: str,
+        architecture: str, auto: str) -> None:
+    """The architecture config.json names and its Auto class both load every exported weight and need no other: no
+    "unexpected"/"missing"/"not used"/"newly initialized" warning, empty loading info; the logits are ours."""
     transformers = pytest.importorskip("transformers")
-    model, config = tiny(nsp)
+    model, config = tiny(nsp, positions=positions)
     save_hf(model, config, tmp_path, causal=causal)
     hf_config = json.loads((tmp_path / "config.json").read_text())
-    assert hf_config["model_type"] == "bert" and hf_config["architectures"] == ["BertForPreTraining"]
-    assert hf_config["hidden_act"] == "gelu" and hf_config["bertlab_nsp"] is nsp and hf_config["is_decoder"] is causal
-    hf, info = transformers.BertForPreTraining.from_pretrained(tmp_path, output_loading_info=True)
-    assert not any(info.values()), info  # no missing, unexpected or mismatched weights
-    hf.eval()
-    with torch.no_grad():
-        theirs = hf(**inputs())
-        mlm, nsp_logits = model.logits(**inputs(), causal=causal)
-    torch.testing.assert_close(mlm, theirs.prediction_logits, atol=1e-5, rtol=0)
-    if nsp:
-        torch.testing.assert_close(nsp_logits, theirs.seq_relationship_logits, atol=1e-5, rtol=0)
-    else:
-        assert nsp_logits is None and theirs.seq_relationship_logits.abs().max() == 0  # zero NSP head
+    assert hf_config["architectures"] == [architecture] and hf_config["is_decoder"] is causal
+    assert hf_config["model_type"] == ("bert" if positions == "absolute" else "roformer")
+    for kind in (getattr(transformers, architecture), getattr(transformers, auto)):
+        hf, info = kind.from_pretrained(tmp_path, output_loading_info=True)
+        assert type(hf).__name__ == architecture
+        assert not any(info.values()), info  # no missing, unexpected or mismatched weights
+        hf.eval()
+        with torch.no_grad():
+            theirs = hf(**inputs()).logits
+            mlm, _ = model.logits(**inputs(), causal=causal)
+        torch.testing.assert_close(mlm, theirs, atol=1e-5, rtol=0)
+    warned = [r.getMessage() for r in hf_warnings.records if r.name.startswith("transformers")]
+    noted = re.compile(r"load report|unexpected|missing|not used|newly initiali[sz]ed", re.I)
+    assert not [w for w in warned if noted.search(w)], warned
 
 
 def test_import_from_transformers_checkpoint(tmp_path: Path) -> None:
@@ -96,21 +121,24 @@ def test_import_from_transformers_checkpoint(tmp_path: Path) -> None:
     torch.testing.assert_close(nsp_logits, theirs.seq_relationship_logits, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("nsp", [True, False])
-def test_hf_round_trip_without_transformers(tmp_path: Path, nsp: bool) -> None:
-    model, config = tiny(nsp)
+@pytest.mark.parametrize(("nsp", "positions"), [(True, "absolute"), (False, "absolute"), (True, "rotary")])
+def test_hf_round_trip_without_transformers(tmp_path: Path, nsp: bool, positions: str) -> None:
+    """Back from the export: the encoder and MLM head as saved; no NSP head, and the pooler (not exported, which no
+    language model reads) as initialised."""
+    model, config = tiny(nsp, positions=positions)
     save_hf(model, config, tmp_path)
     loaded, loaded_config = load_hf(tmp_path)
-    assert loaded_config == config and (loaded.nsp is None) == (not nsp)
-    for k, v in model.state_dict().items():
-        assert torch.equal(v, loaded.state_dict()[k]), k
+    assert loaded_config == config and loaded.nsp is None
+    for k, v in loaded.state_dict().items():
+        assert k.startswith("encoder.pooler") or torch.equal(v, model.state_dict()[k]), k
 
 
 def test_converters_are_inverse_and_accept_old_names() -> None:
     model, config = tiny()
-    ours = model.state_dict()
-    hf = bertlab_to_hf(ours, config)
+    ours = {k: v for k, v in model.state_dict().items() if not k.startswith(("encoder.pooler", "nsp."))}
+    hf = bertlab_to_hf(model.state_dict(), config)
     assert "bert.encoder.layer.1.attention.self.value.weight" in hf and "cls.predictions.bias" in hf
+    assert not [k for k in hf if "pooler" in k or "seq_relationship" in k]  # the masked LM's weights only
     old_style = {k.removeprefix("bert.").replace("LayerNorm.weight", "LayerNorm.gamma"): v for k, v in hf.items()}
     old_style["cls.predictions.decoder.weight"] = hf["bert.embeddings.word_embeddings.weight"]
     for back in (hf_to_bertlab(hf, config), hf_to_bertlab(old_style, config)):
@@ -118,24 +146,27 @@ def test_converters_are_inverse_and_accept_old_names() -> None:
         assert all(torch.equal(back[k], ours[k]) for k in ours)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_rotary_models_export_as_roformer_with_the_same_logits(tmp_path: Path, causal: bool) -> None:
-    transformers = pytest.importorskip("transformers")
-    model, config = tiny(nsp=True, positions="rotary")
-    save_hf(model, config, tmp_path, causal=causal)
-    hf_config = json.loads((tmp_path / "config.json").read_text())
-    kind = transformers.RoFormerForCausalLM if causal else transformers.RoFormerForMaskedLM
-    assert hf_config["model_type"] == "roformer" and hf_config["architectures"] == [kind.__name__]
-    hf, info = kind.from_pretrained(tmp_path, output_loading_info=True)
-    assert not any(info.values()), info
-    with torch.no_grad():
-        theirs = hf.eval()(**inputs()).logits
-        mlm, _ = model.logits(**inputs(), causal=causal)
-    torch.testing.assert_close(mlm, theirs, atol=1e-5, rtol=0)
-    loaded, loaded_config = load_hf(tmp_path)  # back: the encoder and MLM head, no pooler or NSP head
-    assert loaded_config == config and loaded.nsp is None
-    for k, v in loaded.state_dict().items():
-        assert k.startswith("encoder.pooler") or torch.equal(v, model.state_dict()[k]), k
+def test_model_card_starts_with_the_hubs_metadata_header() -> None:
+    """The card's `---`-fenced YAML header carries what the Hub reads: language, license, tags, datasets, pipeline."""
+    from omegaconf import OmegaConf
+
+    from bertlab.training.pretraining import model_card
+
+    cfg = OmegaConf.create({
+        "model": {"num_layers": 2, "hidden_size": 32, "num_heads": 4}, "objective": {"name": "ltr"},
+        "pretrain": {"positions": "absolute"},
+        "corpus": {"sources": [{"hub_id": "bertlab/wiki-text"}, {"hub_id": "bertlab/gutenberg-books"},
+                               {"hub_id": "bertlab/wiki-text"}]}})
+    for causal, pipeline in ((False, "fill-mask"), (True, "text-generation")):
+        card = model_card(cfg, steps=4, tokens_per_step=512, ppl=90.0, floor_ppl=300.0, causal=causal)
+        assert card.startswith("---\n")
+        header, body = card.removeprefix("---\n").split("\n---\n", 1)
+        meta = yaml.safe_load(header)
+        assert meta == {"language": ["en"], "license": "cc-by-sa-3.0", "library_name": "transformers",
+                        "tags": ["bertlab", "bert", "ltr"], "pipeline_tag": pipeline,
+                        "datasets": ["bertlab/wiki-text", "bertlab/gutenberg-books"]}
+        assert body.lstrip().startswith("# A bertlab encoder: `ltr`, 2 layers of 32")
+        assert "90.0, against 300.0 for a unigram model" in body
 
 
 def test_rotary_scores_depend_on_offsets_only() -> None:

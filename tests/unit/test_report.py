@@ -185,8 +185,8 @@ def test_stage_outputs(built) -> None:
     out = built[1]
     assert (out / "README.md").read_text() == "committed by someone else\n"
     assert (out / "figures" / "stale.png").read_text() == "from an old run"  # not the report's to remove
-    assert sorted(p.name for p in (out / "figures").iterdir()) == ["pretrain_loss.png", "stale.png", "table6.png",
-                                                                   "table7.png"]
+    assert sorted(p.name for p in (out / "figures").iterdir()) == ["claims.png", "pretrain_loss.png", "stale.png",
+                                                                   "table6.png", "table7.png"]
     assert sorted(p.name for p in (out / "pretrain_loss").iterdir()) == ["ltr.csv", "mlm_nsp.csv"]  # by objective
     assert (out / "pretrain_loss" / "ltr.csv").read_text() == "step,run,loss\n9,ltr,8.0\n19,ltr,6.0\n29,ltr,5.0\n"
     runs = {line.split(",")[1] for line in (out / "pretrain_loss" / "mlm_nsp.csv").read_text().splitlines()[1:]}
@@ -254,7 +254,7 @@ def test_markdown(built) -> None:
     out = built[1]
     md = (out / "ablations.md").read_text()
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)
-    assert links == ["figures/table6.png", "figures/table7.png", "figures/pretrain_loss.png"]
+    assert links == ["figures/claims.png", "figures/table6.png", "figures/table7.png", "figures/pretrain_loss.png"]
     assert all((out / link).is_file() for link in links)
     assert "- Profile: `smoke`; commit: `" in md
     assert "- Data: a local mirror of the hub (`/mirror`)" in md
@@ -309,7 +309,8 @@ def test_wandb_offline_run(built, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     nsp_mrpc = [r for r in findings["data"] if r[0] == "nsp_helps" and r[3] == "mrpc"]
     assert nsp_mrpc[0][6] == 27.0 and nsp_mrpc[0][9] == "reproduced"
     assert media["table5"]["columns"][-2:] == ["floor", "floor_status"]
-    assert len(list((run_dir / "files" / "media" / "images").rglob("*.png"))) == 3
+    images = sorted(p.name.split("_")[0] for p in (run_dir / "files" / "media" / "images").rglob("*.png"))
+    assert images == ["claims", "pretrain", "table6", "table7"]  # the forest plot among the figures
 
 
 def test_deviations_name_each_setting_that_departs_from_the_paper() -> None:

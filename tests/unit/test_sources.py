@@ -70,7 +70,7 @@ def test_a_hub_corpus_is_streamed_to_disk_a_batch_at_a_time(mirror: Path, tmp_pa
                                 {"hub_id": "bertlab/gutenberg-books", "config": "default", "split": "train",
                                  "text_column": "text"}])
     monkeypatch.setattr(download.datasets, "load_dataset", hub)
-    corpus = download.stream_corpus(sources, tmp_path / "corpus.parquet", batch_size=7)
+    corpus = download.stream_corpus(sources, tmp_path / "corpus.parquet", tmp_path / "cache", batch_size=7)
     assert asked == [("bertlab/wiki-text", True), ("bertlab/gutenberg-books", True)]
     expected = [t for name in ("wiki-text", "gutenberg-books")
                 for t in load_split(f"bertlab/{name}", "default", "train", mirror)["text"]]

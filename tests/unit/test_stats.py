@@ -256,3 +256,15 @@ def test_on_synthetic_items_an_interval_too_wide_admits_the_paper_and_a_narrow_o
                                  "accuracy", draws=1000)
         assert contrast.verdict == stats.UNRESOLVED or n == 20_000
         assert stats.against_paper(contrast, 1.0) == where
+
+
+def test_a_cells_interval_brackets_its_mean_at_the_binomial_width(rng) -> None:
+    """Accuracy 0.7 on 1,000 items: the 95% interval is about ±1.96 sqrt(.7 × .3 / 1000) = ±2.8 points; two seeds
+    of one score give about the same; no run, no interval."""
+    labels = rng.integers(0, 2, 1000)
+    run = {"pred": np.where(np.arange(1000) < 700, labels, 1 - labels), "label": labels}
+    low, high = stats.interval([run], "classification", "accuracy", draws=2000)
+    assert low < 70.0 < high and (high - low) / 2 == pytest.approx(2.84, abs=0.3)
+    twice = stats.interval([run, run], "classification", "accuracy", draws=2000)
+    assert twice == pytest.approx((low, high), abs=0.5)
+    assert all(math.isnan(v) for v in stats.interval([], "classification", "accuracy"))

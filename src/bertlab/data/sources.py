@@ -34,8 +34,11 @@ def mirror_contents(root: str | Path) -> list[str]:
     return sorted(found)
 
 
-def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None = None) -> datasets.Dataset:
-    """One split of a dataset: read from `mirror` when given, else fetched from the hub by id.
+def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None = None,
+               cache_dir: str | Path | None = None) -> datasets.Dataset:
+    """One split of a dataset: read from `mirror` when given, else fetched from the hub by id (into the Hugging Face
+    cache, one copy of each hub file). `cache_dir`: where `datasets` writes its arrow copy of a mirror's files (by
+    default its own cache, a copy per mirror path that nothing removes).
 
     Raises SourceError (one line) when the mirror lacks the split or the hub cannot be reached.
     """
@@ -55,7 +58,8 @@ def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None =
         if rows == 0:  # `datasets` would call that unreadable
             raise UnreadableFile(f"{', '.join(map(str, files))}: {key} has no rows in the mirror {mirror}")
         try:
-            return datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
+            return datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train",
+                                         cache_dir=None if cache_dir is None else str(cache_dir))
         except Exception as err:
             raise UnreadableFile(f"{key}: cannot read {', '.join(map(str, files))} ({_first_line(err)})") from err
     try:

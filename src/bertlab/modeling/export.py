@@ -1,10 +1,9 @@
 """Save/load bertlab models: plain PyTorch (`model.pt`) and Hugging Face layout (no transformers).
 
-The HF export writes `model.safetensors` + `config.json` that transformers loads as is: `BertForPreTraining` for
-absolute positions (models without an NSP head, MLM-only or left-to-right, get a zero `cls.seq_relationship`, uniform
-NSP logits, so the layout stays loadable; `config.json` then says `"bertlab_nsp": false`), `RoFormerForMaskedLM`
-(`RoFormerForCausalLM` for a left-to-right LM) for rotary positions: the same layers under `roformer.`, with no
-position table, pooler or NSP head (those stay in `model.pt`).
+The HF export writes `model.safetensors` + `config.json` that transformers loads as is, with no unused or missing
+weight: the encoder and its language-model head only, as `BertForMaskedLM` (`BertLMHeadModel` for a left-to-right LM)
+for absolute positions, `RoFormerForMaskedLM` (`RoFormerForCausalLM`) for rotary ones. The pooler and NSP head, which
+no language model reads, stay in `model.pt` (fine-tuning reads that).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from torch import Tensor, nn
 
 from bertlab.data.vocab import SPECIAL_TOKENS
@@ -28,6 +28,7 @@ from bertlab.modeling.model import BertConfig, BertEncoder, BertForPretraining
 log = logging.getLogger(__name__)
 
 PLAIN_WEIGHTS, HF_WEIGHTS, CONFIG = "model.pt", "model.safetensors", "config.json"
+CARD_LICENSE = "cc-by-sa-3.0"  # the corpus's most restrictive terms (Wikipedia's and WikiText's text)
 HF_SPECIAL_TOKENS = dict(zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"), SPECIAL_TOKENS))
 
 # bertlab name -> HF name, for everything but the fused qkv ("{i}" = layer index)
@@ -44,7 +45,7 @@ _TOP_NAMES = {  # "{m}": the HF model's prefix (bert | roformer)
     "encoder.embeddings.token_type_embeddings.weight": "{m}.embeddings.token_type_embeddings.weight",
     "encoder.embeddings.ln.weight": "{m}.embeddings.LayerNorm.weight",
     "encoder.embeddings.ln.bias": "{m}.embeddings.LayerNorm.bias",
-    "encoder.pooler.weight": "{m}.pooler.dense.weight",
+    "encoder.pooler.weight": "{m}.pooler.dense.weight",  # read from checkpoints that have them, never exported
     "encoder.pooler.bias": "{m}.pooler.dense.bias",
     "mlm_dense.weight": "cls.predictions.transform.dense.weight",
     "mlm_dense.bias": "cls.predictions.transform.dense.bias",
@@ -164,7 +165,8 @@ def load_checked(model: nn.Module, state: dict[str, Tensor], path: Path, config:
 
 
 def bertlab_to_hf(state: dict[str, Tensor], config: BertConfig) -> dict[str, Tensor]:
-    """bertlab state dict -> HF `BertForPreTraining` (or `RoFormerForMaskedLM`) names (qkv split into query/key/value)."""
+    """bertlab state dict -> HF `BertForMaskedLM` (or `RoFormerForMaskedLM`) names (qkv split into query/key/value):
+    the encoder and the MLM head, no pooler or NSP head."""
     m = hf_prefix(config)
     hf: dict[str, Tensor] = {}
     for i in range(config.num_layers):
@@ -175,20 +177,17 @@ def bertlab_to_hf(state: dict[str, Tensor], config: BertConfig) -> dict[str, Ten
             for ours, theirs in _LAYER_NAMES.items():
                 hf[f"{dst}{theirs}.{kind}"] = state[f"{src}{ours}.{kind}"]
     for ours, theirs in _TOP_NAMES.items():
-        if ours in state and (m == "bert" or not ours.startswith(("encoder.pooler", "nsp."))):
+        if ours in state and not ours.startswith(("encoder.pooler", "nsp.")):
             hf[theirs.format(m=m)] = state[ours]
     if m == "roformer":  # its fixed sinusoid table (a weight it saves, not a trained one): sin | cos halves
         head = config.hidden_size // config.num_heads
         angle = torch.arange(config.max_position_embeddings, dtype=torch.float64)[:, None] * 10000.0 ** (
             -torch.arange(0, head, 2, dtype=torch.float64) / head)
         hf["roformer.encoder.embed_positions.weight"] = torch.cat([angle.sin(), angle.cos()], dim=1).float()
-    if m == "bert" and "nsp.weight" not in state:
-        hf["cls.seq_relationship.weight"] = torch.zeros(2, config.hidden_size)
-        hf["cls.seq_relationship.bias"] = torch.zeros(2)
     return {k: v.detach().cpu().contiguous() for k, v in hf.items()}
 
 
-def hf_to_bertlab(state: dict[str, Tensor], config: BertConfig, nsp: bool = True) -> dict[str, Tensor]:
+def hf_to_bertlab(state: dict[str, Tensor], config: BertConfig) -> dict[str, Tensor]:
     """HF `BertForPreTraining`/`BertModel` (or RoFormer) state dict -> bertlab names (query/key/value fused into qkv).
 
     Accepts names with or without the `bert.` (`roformer.`) prefix and old TF-converted `gamma`/`beta` LayerNorm
@@ -210,16 +209,15 @@ def hf_to_bertlab(state: dict[str, Tensor], config: BertConfig, nsp: bool = True
             for mine, theirs in _LAYER_NAMES.items():
                 ours[f"{dst}{mine}.{kind}"] = norm[f"{src}{theirs}.{kind}"]
     for mine, theirs in _TOP_NAMES.items():
-        if theirs.format(m=m) in norm and (nsp or not mine.startswith("nsp.")):
+        if theirs.format(m=m) in norm:
             ours[mine] = norm[theirs.format(m=m)]
     return ours
 
 
-def config_to_hf(config: BertConfig, nsp: bool = True, causal: bool = False) -> dict:
+def config_to_hf(config: BertConfig, causal: bool = False) -> dict:
     """HF `BertConfig` dict for `config` (exact-erf "gelu", absolute positions, tied decoder), or a `RoFormerConfig`
-    one for rotary positions.
-
-    `causal` (a left-to-right LM) sets `is_decoder`, so transformers applies the same causal attention mask.
+    one for rotary positions; its architecture is the masked LM, or with `causal` (a left-to-right LM) the causal
+    one, with `is_decoder` set so that transformers applies the same causal attention mask.
     """
     hf = {theirs: getattr(config, ours) for ours, theirs in _HF_CONFIG_KEYS.items()}
     if config.positions == "rotary":
@@ -229,10 +227,9 @@ def config_to_hf(config: BertConfig, nsp: bool = True, causal: bool = False) -> 
             "tie_word_embeddings": True, "dtype": "float32", "is_decoder": causal, **hf,
         }
     return {
-        "model_type": "bert", "architectures": ["BertForPreTraining"], "hidden_act": "gelu",
-        "position_embedding_type": "absolute", "tie_word_embeddings": True, "dtype": "float32",
+        "model_type": "bert", "architectures": ["BertLMHeadModel" if causal else "BertForMaskedLM"],
+        "hidden_act": "gelu", "position_embedding_type": "absolute", "tie_word_embeddings": True, "dtype": "float32",
         "is_decoder": causal, **hf,
-        "bertlab_nsp": nsp,  # False: cls.seq_relationship is all zeros (no NSP head was trained)
     }
 
 
@@ -249,10 +246,10 @@ def config_from_hf(hf: dict) -> BertConfig:
 
 def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path, causal: bool = False,
             tokenizer_file: str | Path | None = None, card: str | None = None) -> Path:
-    """Write `model.safetensors` + `config.json` in the HF layout (`BertForPreTraining`, or RoFormer's for rotary
-    positions) into `directory`; with `tokenizer_file` (the tokenizer stage's `tokenizer.json`) also the files
-    `AutoTokenizer` reads, with BERT's special tokens, so `pipeline("fill-mask", directory)` runs; with `card`, it as
-    the model card `README.md`. Every file is readable by all (0644).
+    """Write `model.safetensors` + `config.json` in the HF layout (`BertForMaskedLM`, or RoFormer's for rotary
+    positions; the causal LM's for `causal`) into `directory`; with `tokenizer_file` (the tokenizer stage's
+    `tokenizer.json`) also the files `AutoTokenizer` reads, with BERT's special tokens, so `pipeline("fill-mask",
+    directory)` runs; with `card`, it as the model card `README.md`. Every file is readable by all (0644).
 
     Pass `causal=True` for a left-to-right LM so that transformers runs it with causal attention (`is_decoder`).
     """
@@ -262,8 +259,7 @@ def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     save_file(bertlab_to_hf(model.state_dict(), config), out / HF_WEIGHTS, metadata={"format": "pt"})
-    hf_config = config_to_hf(config, nsp=model.nsp is not None, causal=causal)
-    (out / CONFIG).write_text(json.dumps(hf_config, indent=2) + "\n")
+    (out / CONFIG).write_text(json.dumps(config_to_hf(config, causal=causal), indent=2) + "\n")
     if tokenizer_file is not None:
         shutil.copyfile(tokenizer_file, out / "tokenizer.json")
         (out / "tokenizer_config.json").write_text(json.dumps({
@@ -278,14 +274,22 @@ def save_hf(model: BertForPretraining, config: BertConfig, directory: str | Path
     return out
 
 
+def card_header(datasets: list[str], tags: list[str], causal: bool, license: str = CARD_LICENSE) -> str:
+    """The Hub's metadata header of a model card (a `---`-fenced YAML block): English, `license`, the tags, the
+    datasets it was pretrained on, and the pipeline its export serves (fill-mask, or text generation for `causal`)."""
+    meta = {"language": ["en"], "license": license, "library_name": "transformers", "tags": tags,
+            "datasets": list(dict.fromkeys(datasets)), "pipeline_tag": "text-generation" if causal else "fill-mask"}
+    return f"---\n{yaml.safe_dump(meta, sort_keys=False)}---\n\n"
+
+
 def load_hf(directory: str | Path) -> tuple[BertForPretraining, BertConfig]:
     """Load an HF BERT directory (ours, or e.g. Google's converted checkpoints) as a bertlab model.
 
-    Reads `model.safetensors`, else `pytorch_model.bin`. The NSP head is kept when the checkpoint has one (unless
-    `config.json` says `"bertlab_nsp": false`); missing MLM-head weights keep their fresh initialisation.
+    Reads `model.safetensors`, else `pytorch_model.bin`. The NSP head is kept when the checkpoint has one (a
+    `BertForPreTraining`'s); a missing pooler or MLM-head weight keeps its fresh initialisation.
     """
     d = Path(directory)
-    config, hf_config = read_config(d / CONFIG, config_from_hf)
+    config, _ = read_config(d / CONFIG, config_from_hf)
     if (d / HF_WEIGHTS).exists():
         from safetensors.torch import load_file
 
@@ -293,16 +297,14 @@ def load_hf(directory: str | Path) -> tuple[BertForPretraining, BertConfig]:
     else:
         weights = d / "pytorch_model.bin"
         state = read_weights(weights, lambda f: torch.load(f, map_location="cpu", weights_only=True))
-    nsp = config.positions == "absolute" and hf_config.get(
-        "bertlab_nsp", any(k.endswith("seq_relationship.weight") for k in state))
+    nsp = config.positions == "absolute" and any(k.endswith("seq_relationship.weight") for k in state)
     model = BertForPretraining(config, nsp=nsp)
     try:
-        ours = hf_to_bertlab(state, config, nsp)
+        ours = hf_to_bertlab(state, config)
     except KeyError as err:
         raise UserError(f"{weights} lacks the encoder weight {err.args[0]} that {d / CONFIG} implies") from err
     missing = load_checked(model, ours, weights, d / CONFIG, strict=False)
-    pooler = "encoder.pooler" if config.positions == "rotary" else None  # a RoFormer has none: it stays as initialised
-    lacking = [k for k in missing if k.startswith("encoder.") and not (pooler and k.startswith(pooler))]
+    lacking = [k for k in missing if k.startswith("encoder.") and not k.startswith("encoder.pooler")]
     if lacking:
         raise UserError(f"{weights} lacks encoder weights: {lacking}")
     return model, config

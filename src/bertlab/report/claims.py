@@ -42,10 +42,15 @@ class Pair:
     b: Side
     contrast: stats.Contrast
     reason: str = ""  # why it was not measured
-    ratio: bool = False  # the contrast is A's perplexity over B's (B: a multiple of A's floor), not A - B
+    bound: float | None = None  # a ratio pair's: B is `bound` times A's floor
     budget: str = ""  # the cells' fine-tuning budget (A's / B's where they differ)
     paper: float | None = None  # the paper's own A - B (None: it gives no comparable number)
     compressed: bool = False  # a side is at or below its floor
+
+    @property
+    def ratio(self) -> bool:
+        """Whether the contrast is A's perplexity over B's (B: `bound` times A's floor), not A - B."""
+        return self.bound is not None
 
     @property
     def name(self) -> str:
@@ -136,8 +141,8 @@ def floor_ratio_pair(spec: dict[str, Any], results: Results, a: Side, bound: flo
     reason = cell.reason or ("" if cell.floor is not None else "no per-instance floor")
     if reason:
         nan = math.nan
-        return Pair(PPL, a, b, stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), reason, ratio=True)
-    return Pair(PPL, a, b, stats.ratio_to_floor(cell.runs[0], cell.floor, bound, **bootstrap), ratio=True)
+        return Pair(PPL, a, b, stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), reason, bound=bound)
+    return Pair(PPL, a, b, stats.ratio_to_floor(cell.runs[0], cell.floor, bound, **bootstrap), bound=bound)
 
 
 def _check(spec: dict[str, Any], claim: Any, where: str) -> None:

@@ -1,5 +1,7 @@
 """The report's figures (PNG): Table 6 against model size, Table 7 by strategy, pretraining loss curves, and the
-scaling sweep's A - B against pretraining tokens."""
+scaling sweep's A - B against pretraining tokens. Our numbers carry their 95% bootstrap intervals (over items and
+seeds) and their floors; a score axis spans at least `MIN_SPAN` points, so that a non-difference does not look like
+one."""
 
 from __future__ import annotations
 
@@ -13,9 +15,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
-from bertlab.report.cells import PPL, Entry  # noqa: E402
+from bertlab.report import stats  # noqa: E402
+from bertlab.report.cells import PPL, Cell, Entry  # noqa: E402
 from bertlab.report.collect import Results  # noqa: E402
 from bertlab.report.tables import encoder_of, rows, tasks  # noqa: E402
+
+MIN_SPAN = 10.0  # points: the least a dev-score axis spans
+INTERVAL = "bars: 95% bootstrap interval"
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -24,9 +30,28 @@ def _save(fig: Any, path: Path) -> None:
     plt.close(fig)
 
 
+def error_bars(cells: list[Cell], bootstrap: dict[str, Any]) -> list[list[float]]:
+    """Below and above each cell's mean, the distances to its 95% bootstrap interval (0 without per-item scores)."""
+    bars = []
+    for c in cells:
+        low, high = stats.interval(c.runs, c.kind, c.metric, **bootstrap) if c.runs else (math.nan, math.nan)
+        bars.append([0.0, 0.0] if math.isnan(low) else [max(c.mean - low, 0.0), max(high - c.mean, 0.0)])
+    return [list(side) for side in zip(*bars)] or [[], []]
+
+
+def score_limits(values: list[float]) -> tuple[float, float]:
+    """y limits that show `values` (means, interval ends, floors; the finite ones) over at least MIN_SPAN points,
+    padded."""
+    finite = [v for v in values if math.isfinite(v)] or [0.0]
+    low, high = min(finite), max(finite)
+    grow = max(MIN_SPAN - (high - low), 0.0) / 2
+    low, high = low - grow, high + grow
+    return low - 0.05 * (high - low), high + 0.05 * (high - low)
+
+
 def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list[Entry], table: str = "table6") -> bool:
-    """Table 6 (`table`): held-out perplexity (with its unigram floor) and dev scores against non-embedding
-    parameters; False if no pretraining run of its rows exists."""
+    """Table 6 (`table`): held-out perplexity (with its unigram floor) and dev scores (with their floors) against
+    non-embedding parameters, each with its 95% interval; False if no pretraining run of its rows exists."""
     if table not in spec["tables"]:
         return False
     label = {t: c["label"] for t, c in spec["columns"].items()}
@@ -43,9 +68,11 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     )
     if not points:
         return False
+    bootstrap = spec.get("bootstrap", {})
     fig, (ax_ppl, ax_dev) = plt.subplots(1, 2, figsize=(12, 4.5))
     xs = [p for p, _, _ in points]
-    ax_ppl.plot(xs, [c[PPL].mean for _, _, c in points], "o-", label="ours")
+    ax_ppl.errorbar(xs, [c[PPL].mean for _, _, c in points], yerr=error_bars([c[PPL] for _, _, c in points], bootstrap),
+                    fmt="o-", capsize=3, label=f"ours ({INTERVAL})")
     for p, k, c in points:  # the shape trained (layers/hidden/heads): above its point, below where one is above it
         s, y = results.pretrain[k]["shape"], c[PPL].mean
         above = y >= max(c2[PPL].mean for p2, _, c2 in points if p2 == p)
@@ -59,14 +86,23 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     ax_ppl.set(xscale="log", yscale="log", xlabel="non-embedding parameters (shape trained: L/H/A)",
                ylabel="held-out perplexity at [MASK] inputs", title="Table 6: masked-LM perplexity (ours)")
     ax_ppl.legend(fontsize=7)
+    shown = []  # every mean, interval end and floor drawn: the axis shows them all
     for task in tasks(spec, table):
         measured = [(p, c[task]) for p, _, c in points if c[task].values]
         if not measured:  # no data (MNLI here): not in the legend either
             continue
-        ax_dev.errorbar([p for p, _ in measured], [c.mean for _, c in measured],
-                        yerr=[c.std or 0.0 for _, c in measured], marker="o", capsize=3, label=label[task])
-    ax_dev.set(xscale="log", xlabel="non-embedding parameters", ylabel="dev score", title="Table 6: dev scores (ours)")
-    if ax_dev.get_legend_handles_labels()[0]:  # a task measured
+        means, bars = [c.mean for _, c in measured], error_bars([c for _, c in measured], bootstrap)
+        line = ax_dev.errorbar([p for p, _ in measured], means, yerr=bars, marker="o", capsize=3, label=label[task])
+        floors = [(p, c.floor_value) for p, c in measured if c.floor_value is not None]
+        if floors:
+            ax_dev.plot([p for p, _ in floors], [f for _, f in floors], "s--", lw=1, ms=4,
+                        color=line.lines[0].get_color(), alpha=0.6, label=f"{label[task]} floor")
+        shown += [m - b for m, b in zip(means, bars[0])] + [m + b for m, b in zip(means, bars[1])]
+        shown += [f for _, f in floors]
+    ax_dev.set(xscale="log", xlabel="non-embedding parameters", ylabel=f"dev score ({INTERVAL})",
+               title="Table 6: dev scores (ours)")
+    if shown:  # a task measured
+        ax_dev.set_ylim(*score_limits(shown))
         ax_dev.legend(fontsize=7)
     for ax in (ax_ppl, ax_dev):  # a log axis over one decade labels its minor ticks, and they collide
         ax.xaxis.set_minor_formatter(NullFormatter())
@@ -77,8 +113,9 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     return True
 
 
-def plot_strategies(path: Path, entries: list[Entry], table: str = "table7") -> bool:
-    """Table 7 (`table`): paper vs ours (mean ± std) per strategy, with our floor; False if we have no number."""
+def plot_strategies(path: Path, entries: list[Entry], bootstrap: dict[str, Any], table: str = "table7") -> bool:
+    """Table 7 (`table`): paper vs ours (with its 95% interval) per strategy, with our floor marked above the axis
+    (an all-"O" tagger's F1 is 0); False if we have no number."""
     bars = [e for e in entries if e.table == table]
     if not any(e.cell.values for e in bars):
         return False
@@ -86,13 +123,15 @@ def plot_strategies(path: Path, entries: list[Entry], table: str = "table7") -> 
     fig, ax = plt.subplots(figsize=(9, 4))
     ax.bar([x - 0.2 for x in xs], [e.paper if e.paper is not None else math.nan for e in bars], 0.4, label="paper")
     ax.bar([x + 0.2 for x in xs], [e.cell.mean if e.cell.values else math.nan for e in bars], 0.4,
-           yerr=[e.cell.std or 0.0 for e in bars], capsize=3, label="ours")
+           yerr=error_bars([e.cell for e in bars], bootstrap), capsize=3, label=f"ours ({INTERVAL})")
     floors = [e.cell.floor_value for e in bars]
     if any(f is not None for f in floors):
-        ax.plot([x + 0.2 for x in xs], [math.nan if f is None else f for f in floors], "k_", ms=14, label="floor")
+        ax.plot([x + 0.2 for x in xs], [math.nan if f is None else f for f in floors], "_", color="crimson", ms=16,
+                mew=3, zorder=4, label="our floor")
+    ax.axhline(0.0, color="grey", lw=0.6)
     ax.set_xticks(list(xs), [e.row for e in bars], rotation=25, ha="right", fontsize=8)
-    ax.set(ylabel="dev F1", ylim=(0, 115), title="Table 7: CoNLL-2003 NER by strategy")
-    ax.legend(ncol=3, loc="upper center")
+    ax.set(ylabel="dev F1", ylim=(-8, 118), title="Table 7: CoNLL-2003 NER by strategy")
+    ax.legend(ncol=3, loc="upper center", fontsize=8)
     _save(fig, path)
     return True
 

@@ -15,6 +15,7 @@ from bertlab.files import write_json
 from bertlab.report.cells import Entry, build_entries, cell_lookup
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.collect import Results
+from bertlab.report.forest import plot_claims
 from bertlab.report.ledger import ledger_section
 from bertlab.report.markdown import render_markdown
 from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
@@ -115,8 +116,9 @@ def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commi
     entries = build_entries(spec, results, cell)
     findings = check_claims(spec, results, cell)
     (out / "figures").mkdir()
-    plots = {"table6": lambda p: plot_sizes(p, spec, results, entries),
-             "table7": lambda p: plot_strategies(p, entries),
+    plots = {"claims": lambda p: bool(plot_claims(p, findings)),  # the verdicts' picture, first
+             "table6": lambda p: plot_sizes(p, spec, results, entries),
+             "table7": lambda p: plot_strategies(p, entries, spec.get("bootstrap", {})),
              "pretrain_loss": lambda p: plot_curves(p, results.curves, results.pretrain)}
     figures = [p for name, plot in plots.items() if plot(p := out / "figures" / f"{name}.png")]
     (out / "pretrain_loss").mkdir()

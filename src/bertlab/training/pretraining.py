@@ -25,7 +25,7 @@ from bertlab.data.instances import load_instances
 from bertlab.data.masking import continuation_table
 from bertlab.errors import UserError
 from bertlab.files import MIN_FREE_BYTES, atomic_dir, check_free_space, read_tokenizer, remove_tree, write_json
-from bertlab.modeling.export import save_hf, save_plain
+from bertlab.modeling.export import card_header, save_hf, save_plain
 from bertlab.modeling.model import BertConfig, flops_per_token
 from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord, Throughput
 from bertlab.training.pretrain_datamodule import PretrainData
@@ -84,15 +84,19 @@ def check_shapes(path: Path, checkpoint: dict[str, Any], shapes: dict[str, tuple
 
 
 def model_card(cfg: DictConfig, steps: int, tokens_per_step: int, ppl: float, floor_ppl: float, causal: bool) -> str:
-    """The HF export's README.md: what the model is, what it was trained on, and how well it predicts held-out text
-    beside the unigram floor of the same positions (only what the run key fixes: a twin's card is as true)."""
+    """The HF export's README.md: the Hub's metadata header, what the model is, what it was trained on, and how well
+    it predicts held-out text beside the unigram floor of the same positions (only what the run key fixes: a twin's
+    card is as true)."""
     m, scored = cfg.model, "next tokens" if causal else "[MASK] positions"
     load = "`AutoModelForCausalLM`" if causal else '`AutoModelForMaskedLM` or `pipeline("fill-mask")`'
-    return (f"# A bertlab encoder: `{cfg.objective.name}`, {m.num_layers} layers of {m.hidden_size}\n\n"
+    tags = ["bertlab", "bert" if cfg.pretrain.positions == "absolute" else "roformer", cfg.objective.name]
+    sources = [s.hub_id for s in cfg.corpus.sources]
+    return (card_header(sources, tags, causal)
+            + f"# A bertlab encoder: `{cfg.objective.name}`, {m.num_layers} layers of {m.hidden_size}\n\n"
             f"Pretrained by bertlab (a reproduction of BERT's ablation studies, far below BERT's budget) with the "
             f"`{cfg.objective.name}` objective, {cfg.pretrain.positions} positions, {m.num_layers} layers, hidden size "
             f"{m.hidden_size}, {m.num_heads} heads: {steps:,} steps of {tokens_per_step:,} tokens "
-            f"({steps * tokens_per_step:,} in all) of text from {', '.join(s.hub_id for s in cfg.corpus.sources)}."
+            f"({steps * tokens_per_step:,} in all) of text from {', '.join(sources)}."
             f"\n\nHeld-out perplexity at {scored}: {ppl:.1f}, against {floor_ppl:.1f} for a unigram model "
             f"of the same positions ({ppl / floor_ppl:.3f} x). Load it with `AutoTokenizer` and {load}.\n")
 
