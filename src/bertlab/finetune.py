@@ -18,9 +18,9 @@ encoder's features (`bertlab.training.probe`), and its cell writes the same file
 cross-validation curve, log-loss per C; `steps` null, the solver's iterations in `probe`).
 
 The pieces, in `bertlab.training`: `cell` (the training and scoring, imported only by a cell that trains: one that
-does not starts without Lightning), `kinds` (what each task kind encodes, predicts and is scored by),
-`task_datamodule` (splits -> batches), `finetune_module` (the LightningModule), `probe`; `bertlab.evaluate` (metrics,
-items, floors).
+does not starts without Lightning), `task_datamodule` (splits -> batches), `finetune_module` (the LightningModule),
+`probe`; `bertlab.kinds` (what each task kind reads, encodes, batches, predicts and is scored by, its floor
+included); `bertlab.evaluate` (the items and the floor of a cell).
 """
 
 from __future__ import annotations

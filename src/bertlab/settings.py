@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.errors import UserError
+from bertlab.kinds import KINDS
 
 NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
 
@@ -107,7 +108,7 @@ SETTINGS: dict[str, Number] = {
 CHOICES: dict[str, tuple[str, ...]] = {
     "tokenizer.kind": ("wordpiece", "bpe"),
     "objective.data": ("nsp", "packed"),
-    "task.kind": ("classification", "regression", "span", "tagging"),
+    "task.kind": tuple(KINDS),
     "finetune.mode": ("finetune", "feature_based", "probe"), "finetune.pooling": ("cls", "mean"),
     "finetune.features": ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "sum_all"),
     "logger.kind": ("wandb", "csv", "none"), "pretrain.positions": ("absolute", "rotary"),
@@ -183,7 +184,7 @@ def check_probe(cfg: DictConfig) -> None:
                             "probe's cross-validation chooses from)")
     if OmegaConf.select(cfg, "finetune.mode") != "probe":
         return
-    if (kind := OmegaConf.select(cfg, "task.kind")) not in (None, "classification", "tagging"):
+    if (kind := OmegaConf.select(cfg, "task.kind")) in KINDS and KINDS[kind].probe is None:
         raise UserError(f"finetune.mode=probe: a linear probe predicts a class per example or a tag per word, not "
                         f"task {OmegaConf.select(cfg, 'task.name')}'s {kind} outputs")
     if (features := OmegaConf.select(cfg, "finetune.features")) in ("sum_last_four", "sum_all"):

@@ -9,10 +9,10 @@ from omegaconf import OmegaConf
 
 from bertlab.data.tasks import Task
 from bertlab.errors import UserError
-from bertlab.evaluate import GlueEvaluator
+from bertlab.kinds.base import Lengths
+from bertlab.kinds.classification import GlueEvaluator
 from bertlab.stage import CONF_DIR
 from bertlab.tokenizer import train_tokenizer
-from bertlab.training.kinds import Lengths
 from bertlab.training.task_datamodule import TaskDataModule, subsample
 
 SST2 = Task(name="sst2", kind="classification", hub_id="x", config="x", text_columns=("sentence",),

@@ -12,7 +12,8 @@ from omegaconf import OmegaConf
 from seqeval.metrics.sequence_labeling import get_entities
 from tokenizers import Tokenizer
 
-from bertlab.data.tasks import Task, pad_collate
+from bertlab.data.encoding import pad_collate
+from bertlab.data.tasks import Task
 from bertlab.errors import UserError
 from bertlab.files import write_json
 from bertlab.finetune import finetune

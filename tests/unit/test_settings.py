@@ -7,11 +7,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from bertlab.errors import UserError
+from bertlab.kinds import KINDS
 from bertlab.modeling.features import FEATURES
 from bertlab.settings import CHOICES, check, check_name
 from bertlab.stage import CONF_DIR
 from bertlab.tokenizer import new_tokenizer
-from bertlab.training.kinds import KINDS
 
 
 def test_each_choice_names_what_the_code_implements() -> None:

@@ -8,7 +8,8 @@ import torch
 from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 
-from bertlab.data.tasks import Task, encode_pairs, pad_collate
+from bertlab.data.encoding import encode_pairs, pad_collate
+from bertlab.data.tasks import Task
 from bertlab.data.vocab import CLS_ID, PAD_ID, SEP_ID
 from bertlab.metrics import entity_f1, glue_metrics, squad_scores
 from bertlab.tokenizer import train_tokenizer

@@ -23,14 +23,15 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from bertlab.data.tasks import Task
-from bertlab.evaluate import TaggingEvaluator, items_and_floor
+from bertlab.evaluate import items_and_floor
 from bertlab.files import atomic_dir, finite, read_tokenizer, remove_tree, require, write_json
+from bertlab.kinds import KINDS
+from bertlab.kinds.base import Lengths
 from bertlab.modeling.export import load_encoder
 from bertlab.modeling.model import BertEncoder
 from bertlab.runs import run_files
 from bertlab.training import probe
 from bertlab.training.finetune_module import FinetuneModule
-from bertlab.training.kinds import KINDS, Lengths
 from bertlab.training.task_datamodule import TaskDataModule
 from bertlab.training.trainer import make_loggers, make_trainer, on_cuda
 
@@ -154,13 +155,12 @@ def probe_and_score(cfg: DictConfig, task: Task, encoder_dir: Path, record: dict
     start = time.perf_counter()
     train = extract(data.train_rows)
     fitted = probe.fit(train, cs=ft.probe_cs, folds=ft.probe_folds, seed=cfg.seed, tol=ft.probe_tol,
-                       cv_tol=ft.probe_cv_tol, max_iter=ft.probe_max_iter, grouped=task.kind == "tagging")
+                       cv_tol=ft.probe_cv_tol, max_iter=ft.probe_max_iter, grouped=KINDS[task.kind].probe == "token")
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
     evaluations = {}
     for rows, evaluator in zip(data.eval_rows, data.evaluators, strict=True):
-        outside = evaluator.outside if isinstance(evaluator, TaggingEvaluator) else 0
-        found = probe.predictions(fitted, extract(rows), rows, task.kind, outside)
+        found = probe.predictions(fitted, extract(rows), rows, task.kind, getattr(evaluator, "outside", 0))
         evaluations[evaluator.split] = evaluator.evaluate(found)
     eval_seconds = time.perf_counter() - start
     first = task.eval_splits[0]

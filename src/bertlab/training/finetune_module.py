@@ -30,15 +30,13 @@ from torch import Tensor
 
 from bertlab.data.masking import derive_seed
 from bertlab.data.tasks import Task
-from bertlab.evaluate import Evaluation, Evaluator
 from bertlab.files import finite
 from bertlab.modeling.heads import BiLSTM, LayerFeatures, init_head
 from bertlab.modeling.model import BertEncoder
 from bertlab.settings import CHOICES
-from bertlab.training.kinds import KINDS
+from bertlab.kinds import KINDS
+from bertlab.kinds.base import MODEL_INPUTS, Evaluation, Evaluator
 from bertlab.training.trainer import adamw, clip_gradients, decay_groups
-
-MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
 class FinetuneModule(pl.LightningModule):
@@ -121,16 +119,21 @@ class FinetuneModule(pl.LightningModule):
         pooler = self.encoder.pooler
         return torch.tanh(pooler(tokens[torch.arange(tokens.shape[0], device=tokens.device), last]))
 
-    def forward(self, batch: dict[str, Tensor]) -> Tensor | tuple[Tensor, Tensor]:
-        """Logits: (B, num_labels) classification, (B,) regression, (B, S) start and end, (B, S, num_labels) tags."""
+    def represent(self, batch: dict[str, Tensor]) -> Tensor:
+        """What the head reads: a vector per input (the kind's `sentence`), else the per-token states."""
         mask = batch["attention_mask"]
         tokens, out = self.token_features(batch)
         sentence = None
         if self.bilstm is not None:
             tokens, sentence = self.bilstm(tokens, mask)
-        if self.kind.sentence:
-            tokens = sentence if sentence is not None else self.sentence_vector(tokens, out, mask)
-        return self.kind.logits(self.head, tokens, mask)
+        if not self.kind.sentence:
+            return tokens
+        return sentence if sentence is not None else self.sentence_vector(tokens, out, mask)
+
+    def forward(self, batch: dict[str, Tensor]) -> Any:
+        """The head's output, as the kind shapes it: (B, num_labels) classification, (B,) regression, (B, S) start
+        and end, (B, S, num_labels) tags, ..."""
+        return self.kind.forward(self.represent, self.head, batch)
 
     # -- training -----------------------------------------------------------------------------------------------
 
@@ -172,7 +175,7 @@ class FinetuneModule(pl.LightningModule):
         self._outputs = defaultdict(list)
 
     def validation_step(self, batch: dict[str, Tensor], _: int, dataloader_idx: int = 0) -> None:
-        rows = self.kind.predictions(self(batch), batch["attention_mask"].sum(1).tolist())
+        rows = self.kind.predictions(self(batch), batch)
         self._outputs[dataloader_idx].extend(zip(batch["index"].tolist(), rows))
 
     def on_validation_epoch_end(self) -> None:

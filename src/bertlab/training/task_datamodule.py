@@ -1,7 +1,7 @@
 """A fine-tuning task's splits as a `LightningDataModule`: rows of model inputs and targets, padded batches, and
 the evaluator of each eval split (which scores predictions on its rows and knows the split's floor).
 
-Each split is encoded by the task's kind (`bertlab.training.kinds`); a row's `index`, its position in its split, puts
+Each split is encoded, and batched, by the task's kind (`bertlab.kinds`); a row's `index`, its position in its split, puts
 predictions back in order. Large splits are subsampled by `subsample_seed` alone, so every encoder and seed sees the same examples.
 """
 
@@ -17,10 +17,10 @@ import numpy as np
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-from bertlab.data.tasks import Task, pad_collate
+from bertlab.data.tasks import Task
 from bertlab.errors import UserError
-from bertlab.evaluate import Evaluator
-from bertlab.training.kinds import KINDS, Encoding, Lengths
+from bertlab.kinds import KINDS
+from bertlab.kinds.base import Encoding, Evaluator, Lengths
 
 
 def subsample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Dataset:
@@ -95,6 +95,6 @@ class TaskDataModule(pl.LightningDataModule):
         """Batches padded to their own longest row (dynamic padding)."""
         return DataLoader(
             rows, batch_size=batch_size, shuffle=shuffle, num_workers=self.num_workers,
-            collate_fn=functools.partial(pad_collate, pad_id=self.pad_id), persistent_workers=self.num_workers > 0,
+            collate_fn=functools.partial(KINDS[self.task.kind].collate, pad_id=self.pad_id), persistent_workers=self.num_workers > 0,
             pin_memory=self.pin_memory,
         )
