@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from bertlab.kinds import classification, regression, span, tagging
+from bertlab.kinds import classification, multiple_choice, regression, span, tagging
 from bertlab.kinds.base import Kind
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     classification.KIND, regression.KIND, span.KIND, tagging.KIND,
+    multiple_choice.KIND,
 )}
