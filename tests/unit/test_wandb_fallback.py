@@ -13,6 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from bertlab import tracking
 from bertlab.stage import CONF_DIR
+from bertlab.training.recipe import LogSettings
 from bertlab.training.trainer import make_loggers
 
 
@@ -45,7 +46,7 @@ def test_logger_offline_false_without_a_network_logs_offline_within_seconds(
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("config", overrides=["logger=wandb", "logger.offline=false", f"data_dir={tmp_path}"])
     start = time.perf_counter()
-    loggers = make_loggers(cfg, "pretrain", tmp_path / "run")
+    loggers = make_loggers(LogSettings.of(cfg), "pretrain", tmp_path / "run")
     assert time.perf_counter() - start < 15
     assert loggers[1]._offline and "W&B cannot log online" in caplog.text
     loggers[1].experiment.finish()
