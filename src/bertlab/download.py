@@ -134,7 +134,7 @@ def check_task(name: str, task: DictConfig, data: datasets.DatasetDict, mirror: 
 def _task_columns(task: DictConfig) -> dict[str, tuple[Callable[[pa.DataType], bool], str]]:
     """Each column the task reads: the test its arrow type must pass, and what it must hold."""
     kind = KINDS[task.kind]
-    text, label = kind.columns
+    text, label = kind.holds
     return {**{c: (kind.text_type, text) for c in task.text_columns}, task.label_column: (kind.label_type, label)}
 
 

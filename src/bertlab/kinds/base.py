@@ -141,7 +141,7 @@ class Scored(ABC):
 class Kind(Scored):
     """What one task kind does, from a dataset split to a prediction per row and the report's per-item scores."""
 
-    columns: tuple[str, str] = ("text", "integer labels")  # what its text columns and its label column hold
+    holds: tuple[str, str] = ("text", "integer labels")  # what its text columns and its label column hold
     sentence = True  # the head reads one vector per input (the pooled one, or the BiLSTM's), not per-token states
     windows = False  # inputs are windows over a context, with their own length and size settings (`squad_*`)
     probe: str | None = None  # what a linear probe reads: a vector per "sentence" or per "token"; None: no probe

@@ -25,7 +25,7 @@ class Regression(Classification):
 
     name = "regression"
     metrics = ("pearson", "spearman")
-    columns = ("text", "numbers")
+    holds = ("text", "numbers")
     probe = None
     correlated = True
 

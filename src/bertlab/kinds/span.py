@@ -59,7 +59,7 @@ class Span(Kind):
 
     name = "span"
     metrics = ("exact_match", "f1")
-    columns = ("text", "answers {text, answer_start}")
+    holds = ("text", "answers {text, answer_start}")
     sentence = False
     windows = True
 

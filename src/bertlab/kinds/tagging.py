@@ -68,7 +68,7 @@ class Tagging(Kind):
 
     name = "tagging"
     metrics = ("f1", "precision", "recall")
-    columns = ("lists of words", "lists of integer tags")
+    holds = ("lists of words", "lists of integer tags")
     sentence = False
     probe = "token"
 
