@@ -278,8 +278,9 @@ def test_markdown(built) -> None:
 
 def test_stage_without_results_embeds_no_figure(tmp_path: Path) -> None:
     write_data(tmp_path / "data")
-    for p in (tmp_path / "data").glob("*/*/*"):  # every run's files; the manifest stays
-        p.unlink()
+    for p in (tmp_path / "data").rglob("*"):  # every run's files; the manifest stays
+        if p.is_file() and p.name != "manifest.json":
+            p.unlink()
     built = ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
     md = (tmp_path / "reports" / "ablations.md").read_text()
     assert built.figures == [] and "![" not in md and not list((tmp_path / "reports" / "figures").iterdir())

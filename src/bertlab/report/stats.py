@@ -95,13 +95,13 @@ def interval(runs: Sequence[Columns], kind: str, metric: str, *, draws: int = 20
              level: float = 0.95) -> tuple[float, float]:
     """The bootstrap interval of one cell's value (the mean of `metric` over its runs), resampling items and runs
     as `compare` does; NaNs without runs or items."""
-    _check(kind, metric)
-    n = _n_items(kind, metric, runs[0]) if runs else 0
+    check_metric(kind, metric)
+    n = item_count(kind, metric, runs[0]) if runs else 0
     if n == 0:
         return float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(runs), size=(draws, len(runs)))
-    per_run = _bootstrap_scores(kind, metric, runs, n, draws, rng)
+    per_run = bootstrap_scores(kind, metric, runs, n, draws, rng)
     values = per_run[np.arange(draws)[:, None], picks].mean(axis=1)
     low, high = (float(q) for q in np.quantile(values, [(1 - level) / 2, (1 + level) / 2]))
     return low, high
