@@ -10,8 +10,10 @@ record and nothing trains: what is left is the orchestration. A run is a pretrai
 was before stages were grouped by encoder); `E` is chosen so the runs are `--runs`. Each stage's command runs under a
 wrapper that logs its process's wall time, so the table gives, per size: DVC's stages, `dvc repro`'s wall time, the
 stage processes' own, DVC's overhead (the difference) per run and per DVC stage, and then the no-op `dvc repro` and
-`dvc status`. The data stages (download, tokenizer, pretrain_data) run for real, once per size, on
-`BERTLAB_DATA_MIRROR` (default ../shared/data); their processes count as processes.
+`dvc status`. "Grid a run" is all a run costs when it trains nothing: the pretrain and finetune stages' processes
+(start-up, a Hydra job a cell) plus DVC's overhead, over the runs. The data stages (download, tokenizer,
+pretrain_data) run for real, once per size, on `BERTLAB_DATA_MIRROR` (default ../shared/data); their processes count
+as processes.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 DECLARATION = "conf/ablations/default.yaml"
 TASKS = ["qnli", "mrpc", "sst2", "squad", "mnli"]
 WRAPPER = """#!/bin/sh
-# a stage's command, its process's wall time appended to $BENCH_TIMES
-s=$(date +%s.%N); "$@"; rc=$?; e=$(date +%s.%N); echo "$s $e" >> "$BENCH_TIMES"; exit $rc
+# a stage's command (`python -m bertlab.<stage> ...`), its process's wall time appended to $BENCH_TIMES
+s=$(date +%s.%N); "$@"; rc=$?; e=$(date +%s.%N); echo "$s $e $3" >> "$BENCH_TIMES"; exit $rc
 """
 
 
@@ -92,10 +94,12 @@ def measure(runs: int, args: argparse.Namespace, work: Path) -> dict[str, float]
     env = {**os.environ, "BERTLAB_DATA_MIRROR": str(args.mirror), "WANDB_MODE": "offline", "BENCH_TIMES": str(times),
            "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(dest / "src")}
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    subprocess.run(["dvc", "init", "-q"], cwd=dest, check=True, env=env)
     wall, out = timed(["dvc", "repro"], dest, env)
     stages = out.count("Running stage '")
-    processes = sum(float(e) - float(s) for s, e in (line.split() for line in times.read_text().splitlines()))
+    spans = [(module, float(end) - float(start))
+             for start, end, module in (line.split() for line in times.read_text().splitlines())]
+    processes = sum(t for _, t in spans)
+    grid = sum(t for module, t in spans if module in ("bertlab.pretrain", "bertlab.finetune"))
     noop, out = timed(["dvc", "repro"], dest, env)
     if "Running stage" in out:
         sys.exit(f"the second `dvc repro` at {runs} runs was no no-op:\n{out[-2000:]}")
@@ -103,10 +107,10 @@ def measure(runs: int, args: argparse.Namespace, work: Path) -> dict[str, float]
     lock_kb = (dest / "dvc.lock").stat().st_size / 1e3
     if not args.keep:
         shutil.rmtree(dest)
-    overhead = wall - processes
-    return {"runs": encoders * per_encoder, "stages": stages, "wall": wall, "processes": processes,
-            "per_run": overhead / (encoders * per_encoder), "per_stage": overhead / stages,
-            "wall_per_run": wall / (encoders * per_encoder), "noop": noop, "status": status, "lock_kb": lock_kb}
+    overhead, n = wall - processes, encoders * per_encoder
+    return {"runs": n, "stages": stages, "wall": wall, "processes": processes, "per_run": overhead / n,
+            "per_stage": overhead / stages, "grid_per_run": (grid + overhead) / n, "noop": noop, "status": status,
+            "lock_kb": lock_kb}
 
 
 def main() -> None:
@@ -124,13 +128,13 @@ def main() -> None:
     print(f"code: {args.rev or 'working tree'}; a run: a pretraining run or a cell ({len(args.tasks)} tasks x "
           f"{args.seeds} seeds an encoder); overhead = dvc repro's wall time - its stage processes' own")
     print("| runs | DVC stages | dvc repro (s) | processes (s) | overhead a run (s) | overhead a stage (s) | "
-          "wall a run (s) | no-op repro (s) | dvc status (s) | dvc.lock (KB) |")
+          "grid a run (s) | no-op repro (s) | dvc status (s) | dvc.lock (KB) |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="bertlab-orchestration-") as tmp:
         for runs in args.runs:
             m = measure(runs, args, Path(tmp))
             print(f"| {m['runs']} | {m['stages']} | {m['wall']:.1f} | {m['processes']:.1f} | {m['per_run']:.3f} | "
-                  f"{m['per_stage']:.2f} | {m['wall_per_run']:.2f} | {m['noop']:.1f} | {m['status']:.1f} | "
+                  f"{m['per_stage']:.2f} | {m['grid_per_run']:.2f} | {m['noop']:.1f} | {m['status']:.1f} | "
                   f"{m['lock_kb']:.0f} |", flush=True)
 
 

@@ -125,12 +125,10 @@ def whole(run: Path) -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as tmp:
         into = Path(tmp)
         shutil.copytree(run, into, dirs_exist_ok=True)
-        for d in sorted((base / "pretrain").glob("*/")):
-            if d.name not in own:
-                shutil.copytree(d, into / "pretrain" / d.name)
-        for d in sorted((base / "finetune").glob("*/")):
-            if read_json(d / "metrics.json")["encoder"] not in own:
-                shutil.copytree(d, into / "finetune" / d.name)
+        for kind in ("pretrain", "finetune"):  # a folder an encoder (its cells in finetune/<encoder>/)
+            for d in sorted((base / kind).glob("*/")):
+                if d.name not in own:
+                    shutil.copytree(d, into / kind / d.name)
         yield into
 
 
