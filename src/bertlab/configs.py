@@ -33,6 +33,7 @@ from bertlab.runs import RESULT_KEYS, values_at
 from bertlab.stage import CONF_DIR
 
 PARAMS = ("profile", "corpus")  # params.yaml's keys
+PIPELINE_OUTPUTS = ["out_dir=${data_dir}", "ablations.report_dir=reports"]  # where the pipeline's runs write
 DECLARATION = Path(CONF_DIR) / "ablations" / "default.yaml"  # the study, as dvc.yaml reads it
 
 
@@ -106,8 +107,8 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), atomic_dir(out) as tmp:
         spec, policy = read_study(_compose("the study", base_overrides(params)), spec)
         for run in runs(params, spec, policy):
-            # the pipeline's own runs write its outputs (out_dir is no result setting: not in the key file)
-            cfg = _compose(f"{run.stage} run {run.name!r}", [*run.overrides, "out_dir=${data_dir}"])
+            # the pipeline's own runs write its outputs, its report the committed reports/ (by hand: under out_dir)
+            cfg = _compose(f"{run.stage} run {run.name!r}", [*run.overrides, *PIPELINE_OUTPUTS])
             try:
                 settings.check(cfg)
                 settings.check_appended(run.overrides, lambda o: compose(config_name="config", overrides=o),
