@@ -82,7 +82,7 @@ def log_wandb(cfg: DictConfig, built: render.Report) -> None:
     log_report(cfg.logger, "ablations", "ablations", OmegaConf.to_container(cfg.ablations, resolve=True), values)
 
 
-@stage.main(own_output=True)  # into report_folder(cfg), checked there
+@stage.main(own_output=True, reads=("logger",))  # into report_folder(cfg), checked there
 def run(cfg: DictConfig) -> None:
     built = build(cfg, cfg.profile_name)
     for f in built.findings:

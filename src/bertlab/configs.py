@@ -29,7 +29,7 @@ from bertlab import settings, study
 from bertlab.data.sources import MIRROR_ENV
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir
-from bertlab.runs import RESULT_KEYS, values_at
+from bertlab.runs import values_at
 from bertlab.stage import CONF_DIR
 
 PARAMS = ("profile", "corpus")  # params.yaml's keys
@@ -122,7 +122,7 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{run.stage}/{run.name}"}, "output_subdir": None}
             (tmp / run.stage).mkdir(exist_ok=True)
             (tmp / run.stage / f"{run.name}.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
-            key = {"overrides": result_overrides(run.overrides), **values_at(cfg, RESULT_KEYS[run.stage])}
+            key = {"overrides": result_overrides(run.overrides), **values_at(cfg, settings.RESULT_KEYS[run.stage])}
             if run.not_run:
                 key["not_run"] = run.not_run
             (tmp / run.stage / f"{run.name}.key.yaml").write_text(yaml.safe_dump(key, sort_keys=True))

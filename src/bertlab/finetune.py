@@ -109,7 +109,7 @@ def untrained(out_dir: Path, record: dict[str, Any], status: str, reason: str) -
     return record
 
 
-@stage.main(named_runs=True)
+@stage.main(named_runs=True, reads=("name", "impl", "logger"))
 def run(cfg: DictConfig) -> bool:
     """Fine-tune and score; True when this very cell was finished already and nothing was done."""
     return finetune(cfg).finished_before

@@ -35,7 +35,7 @@ from bertlab.study import NOT_RUN
 from bertlab.tracking import one_run_per_job
 
 
-@stage.main(named_runs=True)
+@stage.main(named_runs=True, reads=("pretrain_data.seed", "name", "impl", "logger"))
 def run(cfg: DictConfig) -> bool:
     """Train (or copy a twin's outputs); True when this very run was finished already, or the profile leaves it out
     (a "not run" record, with why), and nothing was done. The training is `bertlab.training.pretraining`'s, imported
