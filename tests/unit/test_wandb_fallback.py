@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -30,7 +31,10 @@ def test_an_online_wandb_start_that_fails_falls_back_to_offline_in_one_line(
 
     monkeypatch.setattr(tracking, "wandb_unreachable", lambda: None)
     monkeypatch.setattr(tracking, "fell_back", [])
+    monkeypatch.setenv(tracking.ERROR_REPORTING, "")  # restored (unset) after the test
+    monkeypatch.delenv(tracking.ERROR_REPORTING)
     assert tracking.start_wandb(start, False, "data/wandb") == "the offline run" and calls == [False, True]
+    assert os.environ[tracking.ERROR_REPORTING] == "false"  # W&B's usage telemetry: off unless set
     warning = ("W&B cannot log online (RuntimeError: 401: invalid API key): logging offline under data/wandb instead "
                "(upload later with `wandb sync`)")
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [warning]
