@@ -219,7 +219,7 @@ def run_all(jobs: list[Job], common: list[str], work_dir: Path, workers: int) ->
                 proc.wait()
 
 
-@stage.main(own_output=True)  # into scaling.work_dir and scaling.report_dir, checked here
+@stage.main(own_output=True, reads=("scaling", "logger"))  # into scaling.work_dir and .report_dir, checked here
 def run(cfg: DictConfig) -> None:
     ablations = OmegaConf.to_container(cfg.ablations, resolve=True)  # the study: its columns and the paper's numbers
     grid = OmegaConf.to_container(cfg.scaling, resolve=True) if "scaling" in cfg else None

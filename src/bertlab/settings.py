@@ -114,6 +114,18 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
+# The config sections each stage reads that can change its outputs (upstream outputs are DVC deps): its run keys and
+# key files (`bertlab.runs`, `bertlab.configs`) and, with what else it reads, its --help (`bertlab.stage`).
+RESULT_KEYS: dict[str, list[str]] = {
+    "download": ["mirror", "corpus.sources", "download"],
+    "tokenizer": ["corpus", "tokenizer"],
+    "pretrain_data": ["corpus", "pretrain_data"],
+    "pretrain": ["model", "objective", "pretrain", "seed"],
+    "finetune": ["finetune", "task", "seed"],
+    "ablations": ["ablations", "profile_name", "model_scale", "corpus", "tokenizer", "pretrain_data", "objective",
+                  "pretrain", "finetune"],  # the report lists the profile's departures from the paper's recipe
+}
+
 def check_name(name: Any, key: str = "name") -> str:
     """`name` if it is a single safe path component (it names output directories that reruns replace, or the folder
     under `data_dir` that a run reads: nothing outside `data_dir` is reached through a name)."""

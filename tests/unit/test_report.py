@@ -419,3 +419,15 @@ def test_each_cells_floor_is_bootstrapped_once_for_the_tables_and_the_claims(
     ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
     # distinct sides: every (row, column) a table shows or a claim compares; a row in two tables is one cell
     assert calls and len(calls) == len(set(calls))
+
+
+def test_the_report_goes_to_reports_in_the_pipeline_and_under_out_dir_by_hand() -> None:
+    """By hand the report replaced the committed `reports/`; the pipeline's run (as the configs stage composes it)
+    still writes there, and an override wins either way."""
+    from bertlab.configs import PIPELINE_OUTPUTS
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        assert ablations.report_folder(compose("config")) == Path("data/hand/reports")
+        assert ablations.report_folder(compose("config", ["data_dir=d"])) == Path("d/hand/reports")
+        assert ablations.report_folder(compose("config", PIPELINE_OUTPUTS)) == Path("reports")
+        assert ablations.report_folder(compose("config", ["ablations.report_dir=mine"])) == Path("mine")
