@@ -1,5 +1,6 @@
 """The study's grid as DVC parses it (dvc.yaml reads conf/ablations/default.yaml as vars): every cell of the
-declaration is one stage named by what it runs, and an edit of the declaration renames no other stage."""
+declaration is one stage named by what it runs, and an edit of a declaration (the tests' own, tests/study.yaml)
+renames no other stage."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import yaml
 
 from bertlab import study
 from tests.helpers import REPO
+from tests.report_data import study as own_study
 
 DECLARATION = "conf/ablations/default.yaml"
 
@@ -49,9 +51,10 @@ def test_every_cell_is_one_stage_named_by_what_it_runs(declared: dict, tmp_path:
     assert {name for name in found if name.startswith("pretrain@")} == {f"pretrain@{e}" for e in declared["encoders"]}
 
 
-def test_inserting_runs_renames_no_other_stage(declared: dict, tmp_path: Path) -> None:
+def test_inserting_runs_renames_no_other_stage(tmp_path: Path) -> None:
     """A row, a task and a seed put first (where a list position would shift every name after it), and an encoder
     with its row: the stages there before keep their names, commands, deps and outputs."""
+    declared = own_study()
     before = stages(declared, tmp_path / "before")
     table5 = declared["tables"]["table5"]
     task = next(t for t in declared["columns"] if not any(t in spec["tasks"] for spec in declared["tables"].values()))
