@@ -18,7 +18,7 @@ from bertlab.report.cells import columns_of
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.collect import Results
 from bertlab.report.markdown import findings_section
-from bertlab.report.tables import paper, paper_effect
+from bertlab.report.tables import paper, paper_effect, row_shape, rows
 from bertlab.stage import CONF_DIR
 from tests.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, study, write_data
 
@@ -154,11 +154,33 @@ def test_a_non_finite_metric_is_not_measured(tmp_path: Path) -> None:
     ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "better": "bert-finetune",
       "than": {"encoder": "big"}}, r"claims\[0\].than: give one or a list of rows"),
     ({"id": "x", "table": "table5", "text": "t", "also": ["nope"]}, r"claims\[0\].also"),
-    ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "by_size": True}, r"claims\[0\].by_size"),
 ])
 def test_a_bad_claim_is_an_error_naming_it(tmp_path: Path, claim: dict, message: str) -> None:
     with pytest.raises(UserError, match=r"ablations\." + message):
         claims(tmp_path, spec=FAST | {"claims": [claim]})
+
+
+def test_a_rows_shape_is_its_encoders_model_preset(tmp_path: Path) -> None:
+    """Table 6's rows declare no shape: each is its encoder's last `model=L<l>_H<h>_A<a>`. A size claim on a row
+    whose encoder names no such preset, or a row declaring a shape that is not its preset's, is one line naming it."""
+    assert {name: row["shape"] for name, row in rows(SPEC, "table6").items()} == {
+        "L3_H768_A12-finetune": "3/768/12", "L6_H768_A3-finetune": "6/768/3", "L6_H768_A12-finetune": "6/768/12",
+        "L12_H768_A12-finetune": "12/768/12", "L12_H1024_A16-finetune": "12/1024/16",
+        "L24_H1024_A16-finetune": "24/1024/16"}
+    assert row_shape({"encoders": {"big": ["model=L3_H768_A12", "objective=mlm", "model=L6_H768_A3"]}},
+                     "big-finetune") == "6/768/3"
+    assert row_shape({"encoders": {"big": ["model=base"]}}, "big-finetune") is None
+    (size_ppl,) = [c for c in FAST["claims"] if c["id"] == "size_ppl"]
+    base = FAST | {"encoders": FAST["encoders"] | {"L3_H768_A12": ["objective=mlm_nsp", "model=base"]},
+                   "claims": [size_ppl]}
+    with pytest.raises(UserError, match=r"^ablations\.claims\[0\]\.by_size: the rows of table6 need encoders of a "
+                                        r"paper shape's model preset \(model=L<layers>_H<hidden>_A<heads>\)$"):
+        claims(tmp_path, spec=base)
+    stale = copy.deepcopy(FAST)
+    stale["tables"]["table6"]["rows"]["L3_H768_A12-finetune"]["shape"] = "6/768/12"
+    with pytest.raises(UserError, match=r"^ablations\.tables\.table6\.rows\.L3_H768_A12-finetune\.shape='6/768/12': "
+                                        r"its encoder's model preset is 3/768/12 \(leave `shape` out"):
+        claims(tmp_path, spec=stale)
 
 
 def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
