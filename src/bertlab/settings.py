@@ -3,9 +3,9 @@
 Hydra composes whatever it is given (`pretrain.lr=abc` is a string; `name=..` a path), so each stage, and the
 `configs` stage for every run of the pipeline at once, calls `check` first: a bad setting stops the run with one
 line naming it (`UserError`, exit status 2), and nothing is written or deleted: numbers by type and range
-(`SETTINGS`), choices by name (`CHOICES`), and the settings that must agree. Hydra's structured configs
-(dataclass schemas) would check types only: OmegaConf validates no range, choice or agreement, which is most of
-what is checked here.
+(`SETTINGS`), choices by name (`CHOICES`), the settings that must agree, and each model preset named by its shape
+(`L12_H768_A12`) against its numbers. Hydra's structured configs (dataclass schemas) would check types only:
+OmegaConf validates no range, choice or agreement, which is most of what is checked here.
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ from omegaconf import DictConfig, OmegaConf
 from bertlab.errors import UserError
 
 NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+PRESET = re.compile(r"L(\d+)_H(\d+)_A(\d+)")  # a paper shape's model preset: conf/model/L<layers>_H<hidden>_A<heads>
+
+# `${shrink:768,4}` = 192: how profiles shrink the paper's model shapes (never below 1).
+OmegaConf.register_new_resolver("shrink", lambda size, by: max(1, int(size) // int(by)), replace=True)
 
 
 @dataclass(frozen=True)
@@ -136,9 +141,33 @@ def check_name(name: Any, key: str = "name") -> str:
     return name
 
 
+def preset_shape(name: str) -> tuple[int, int, int] | None:
+    """(layers, hidden, heads) that a model preset's name says (`L12_H768_A12`), or None for a name of another form."""
+    found = PRESET.fullmatch(name)
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None
+
+
+def check_presets() -> None:
+    """Each model preset named by a shape, conf/model/L<layers>_H<hidden>_A<heads>.yaml, has that shape before the
+    profile shrinks it (`model_scale` 1) and its own `name`: a new size copied from another and not fully edited
+    stops every stage at the door."""
+    for path in sorted((CONF_DIR / "model").glob("*.yaml")):
+        if not (shape := preset_shape(path.stem)):
+            continue
+        where = f"{CONF_DIR.name}/model/{path.name}"
+        preset = OmegaConf.merge({"model_scale": {"depth": 1, "width": 1}}, {"model": OmegaConf.load(path)}).model
+        if preset.get("name") != path.stem:
+            raise UserError(f"{where}: name: {preset.get('name')!r}, not {path.stem!r} (the file's name)")
+        found = (preset.get("num_layers"), preset.get("hidden_size"), preset.get("num_heads"))
+        if found != shape:
+            raise UserError(f"{where}: the shape is {'/'.join(map(str, found))} (layers/hidden/heads), not the "
+                            f"{'/'.join(map(str, shape))} its name says")
+
+
 def check(cfg: DictConfig) -> None:
     """Raise a one-line UserError for the first bad setting of a composed run config."""
     check_name(OmegaConf.select(cfg, "name"))
+    check_presets()
     for key, rule in SETTINGS.items():
         if not _has(cfg, key):  # a stage's config may lack a group
             continue

@@ -26,11 +26,8 @@ from bertlab.guards import disk_full, stop_on_signals
 
 log = logging.getLogger(__name__)
 _timed: list[str] = []  # the runs whose time this process has recorded (a multirun's jobs: several)
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+CONF_DIR = str(settings.CONF_DIR)
 StageFn = Callable[[DictConfig], bool | None]  # True: the run was finished already, nothing was done
-
-# `${shrink:768,4}` = 192: how profiles shrink the paper's model shapes (never below 1).
-OmegaConf.register_new_resolver("shrink", lambda size, by: max(1, int(size) // int(by)), replace=True)
 
 
 def main(*, named_runs: bool = False, own_output: bool = False,

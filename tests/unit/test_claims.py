@@ -1,6 +1,7 @@
 """The paper's claims as paired contrasts, on synthetic results whose differences are set by hand
 (tests/report_data.py): a clear win is reproduced, a reversed one contradicted, a tie unresolved, a missing
-side not measured; the intervals are `bertlab.report.stats.compare`'s on the cells' per-item files."""
+side not measured; the intervals are `bertlab.report.stats.compare`'s on the cells' per-item files. The claims and
+tables are the tests' own study (tests/study.yaml), so the counts below are that study's."""
 
 import copy
 import json
@@ -13,13 +14,15 @@ from omegaconf import OmegaConf
 
 from bertlab.errors import UserError
 from bertlab.report import collect, stats
+from bertlab.report.cells import columns_of
 from bertlab.report.claims import Finding, check_claims
+from bertlab.report.collect import Results
 from bertlab.report.markdown import findings_section
-from bertlab.report.tables import paper_effect
+from bertlab.report.tables import paper, paper_effect, row_shape, rows
 from bertlab.stage import CONF_DIR
-from tests.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, write_data
+from tests.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, study, write_data
 
-SPEC: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))
+SPEC: dict[str, Any] = study()
 FAST = SPEC | {"bootstrap": {"draws": 1000, "seed": 0, "level": 0.95}}
 
 
@@ -151,11 +154,33 @@ def test_a_non_finite_metric_is_not_measured(tmp_path: Path) -> None:
     ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "better": "bert-finetune",
       "than": {"encoder": "big"}}, r"claims\[0\].than: give one or a list of rows"),
     ({"id": "x", "table": "table5", "text": "t", "also": ["nope"]}, r"claims\[0\].also"),
-    ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "by_size": True}, r"claims\[0\].by_size"),
 ])
 def test_a_bad_claim_is_an_error_naming_it(tmp_path: Path, claim: dict, message: str) -> None:
     with pytest.raises(UserError, match=r"ablations\." + message):
         claims(tmp_path, spec=FAST | {"claims": [claim]})
+
+
+def test_a_rows_shape_is_its_encoders_model_preset(tmp_path: Path) -> None:
+    """Table 6's rows declare no shape: each is its encoder's last `model=L<l>_H<h>_A<a>`. A size claim on a row
+    whose encoder names no such preset, or a row declaring a shape that is not its preset's, is one line naming it."""
+    assert {name: row["shape"] for name, row in rows(SPEC, "table6").items()} == {
+        "L3_H768_A12-finetune": "3/768/12", "L6_H768_A3-finetune": "6/768/3", "L6_H768_A12-finetune": "6/768/12",
+        "L12_H768_A12-finetune": "12/768/12", "L12_H1024_A16-finetune": "12/1024/16",
+        "L24_H1024_A16-finetune": "24/1024/16"}
+    assert row_shape({"encoders": {"big": ["model=L3_H768_A12", "objective=mlm", "model=L6_H768_A3"]}},
+                     "big-finetune") == "6/768/3"
+    assert row_shape({"encoders": {"big": ["model=base"]}}, "big-finetune") is None
+    (size_ppl,) = [c for c in FAST["claims"] if c["id"] == "size_ppl"]
+    base = FAST | {"encoders": FAST["encoders"] | {"L3_H768_A12": ["objective=mlm_nsp", "model=base"]},
+                   "claims": [size_ppl]}
+    with pytest.raises(UserError, match=r"^ablations\.claims\[0\]\.by_size: the rows of table6 need encoders of a "
+                                        r"paper shape's model preset \(model=L<layers>_H<hidden>_A<heads>\)$"):
+        claims(tmp_path, spec=base)
+    stale = copy.deepcopy(FAST)
+    stale["tables"]["table6"]["rows"]["L3_H768_A12-finetune"]["shape"] = "6/768/12"
+    with pytest.raises(UserError, match=r"^ablations\.tables\.table6\.rows\.L3_H768_A12-finetune\.shape='6/768/12': "
+                                        r"its encoder's model preset is 3/768/12 \(leave `shape` out"):
+        claims(tmp_path, spec=stale)
 
 
 def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
@@ -274,3 +299,33 @@ def test_perplexity_pairs_have_no_paper_effect(found) -> None:
     assert ppl.reading == stats.REPRODUCED
     (unigram,) = found["beyond_unigram"].pairs
     assert (unigram.paper, unigram.compressed, unigram.reading) == (None, False, stats.REPRODUCED)
+
+
+# ---------------------------------------------------------------------------- the live declaration: properties only
+
+DECLARED: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))
+
+
+def test_each_declared_claim_compares_rows_of_its_own_table() -> None:
+    """conf/ablations/default.yaml, whatever it declares: every claim passes the report's checks and names rows of
+    its table; with no results, each of its pairs is "not measured"."""
+    found = check_claims(DECLARED, Results([], {}, {}, {}, {}, {}, ""))
+    assert [f.id for f in found] == [c["id"] for c in DECLARED["claims"]]
+    for claim, finding in zip(DECLARED["claims"], found):
+        table_rows = set(DECLARED["tables"][claim["table"]]["rows"])
+        named = {r for key in ("better", "than") for r in (claim[key] if isinstance(claim.get(key), list)
+                                                            else [claim.get(key)]) if r}
+        assert named <= table_rows, claim["id"]
+        assert {s.row for p in finding.pairs for s in (p.a, p.b) if s.row} <= table_rows, claim["id"]
+        assert {p.contrast.verdict for p in finding.pairs} <= {stats.NOT_MEASURED}, claim["id"]
+
+
+def test_every_declared_task_has_a_column_and_the_papers_numbers_fill_theirs() -> None:
+    """Each table's tasks have a column; each of the paper's tables has the paper's numbers, in its own columns
+    only, and a column the paper gives for one of its rows it gives for all of them (a column the paper's table
+    lacks, such as CoLA in Table 5, for none)."""
+    for name, table in DECLARED["tables"].items():
+        assert set(table["tasks"]) <= set(DECLARED["columns"]), name
+        numbered = [set(paper(DECLARED, name, row or {})) for row in table["rows"].values() if (row or {}).get("paper")]
+        assert bool(numbered) == table["title"].startswith("Table "), name  # the paper's tables, not ours
+        assert all(n == numbered[0] <= set(columns_of(name, DECLARED)) for n in numbered), name

@@ -158,7 +158,8 @@ def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
     if not set(claim.get("if_run", [])) <= set(spec["columns"]):
         raise UserError(f"{where}.if_run: {claim['if_run']!r} must be tasks of `ablations.columns`")
     if claim.get("by_size") and any("shape" not in row for row in rows(spec, claim["table"]).values()):
-        raise UserError(f"{where}.by_size: the rows of {claim['table']} have no `shape`")
+        raise UserError(f"{where}.by_size: the rows of {claim['table']} need encoders of a paper shape's model "
+                        "preset (model=L<layers>_H<hidden>_A<heads>)")
 
 
 def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = None) -> list[Finding]:
