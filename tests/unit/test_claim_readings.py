@@ -240,8 +240,8 @@ def test_the_seeds_are_said_resampled_only_where_a_side_has_several(tmp_path: Pa
     several = legend_of(tmp_path / "two", {"bert": 2, "nonsp": 3})
     assert "resampling the dev items, the same for A and B, and each side's fine-tuning seeds)" in several
     mixed = legend_of(tmp_path / "mixed", {"bert": 2, "nonsp": 1})
-    assert ("and the fine-tuning seeds of a side that has more than one (items × seeds below: a side with one seed "
-            "leaves the variation between seeds out of the interval)") in mixed
+    assert ("and the fine-tuning seeds of a side that has more than one; a side with one seed, as the items × seeds "
+            "column shows, leaves the variation between seeds out of the interval), and a verdict") in mixed
 
 
 # ---------------------------------------------------------------------------------------------- the bootstrap's seed

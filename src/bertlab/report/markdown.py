@@ -38,8 +38,8 @@ SEEDS = {  # what the intervals resample of the fine-tuning seeds, by whether th
     (True, False): ", and each side's fine-tuning seeds",
     (False, True): "; each side has one fine-tuning seed, so the variation between seeds is not in the interval",
 }
-SOME_SEEDS = (", and the fine-tuning seeds of a side that has more than one (items × seeds below: a side with one "
-              "seed leaves the variation between seeds out of the interval)")
+SOME_SEEDS = (", and the fine-tuning seeds of a side that has more than one; a side with one seed, as the items × "
+              "seeds column shows, leaves the variation between seeds out of the interval")
 POWER = (
     "Beside each verdict, its power and its family-wise reading. **MDE**: the smallest |A − B| the pair's design "
     "detects with {power:.0%} power at a two-sided {alpha:g} level ({z:.2f} × the SD of the bootstrap's draws), and "
