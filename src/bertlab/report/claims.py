@@ -62,8 +62,8 @@ def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, An
     return result, "" if result.verdict != stats.NOT_MEASURED else "the metric is not finite"
 
 
-def power_of(c: stats.Contrast, paper: float | None, run_sd: float | None,
-             alpha: float = 0.05) -> tuple[float | None, float | None, str]:
+def _power(c: stats.Contrast, paper: float | None, run_sd: float | None,
+           alpha: float) -> tuple[float | None, float | None, str]:
     """A measured contrast's MDE at 80% power (its design's: the draws' SD; with one pretraining run a side that
     leaves the between-run variance out), the pretraining runs a side `paper`'s effect needs (at `run_sd` where the
     between-run variance is unmeasured; None where there is no effect or no SD to size it with), and both in words."""
@@ -178,7 +178,7 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
             budgets = [c.budget for c in cells]
             budget = budgets[0] if budgets[0] == budgets[1] else " / ".join(x or "—" for x in budgets)
             effect = paper_effect(spec, table, a.row, b.row, column)
-            mde, runs, note = power_of(result, effect, None if column == PPL else bootstrap.get("run_sd"), alpha)
+            mde, runs, note = _power(result, effect, None if column == PPL else bootstrap.get("run_sd"), alpha)
             pairs.append(Pair(column, a, b, result, reason, budget=budget, paper=effect,
                               compressed=any(c.at_floor for c in cells), seeds=(len(cells[0].runs), len(cells[1].runs)),
                               mde=mde, runs_needed=runs, power_note=note, same_as=_repeat(results, a, b, cells)))
