@@ -42,6 +42,10 @@ CLAIMS7 = [{"id": "features", "table": "table7", "text": "Features beat embeddin
            {"id": "finetuning", "table": "table7", "text": "Fine-tuning beats features", "better": "bert-finetune",
             "than": [f"bert-{s}" for s in STRATEGIES]}]
 
+SIZES = {"tasks": [], "ppl": True, "rows": {"L6_H768_A12-finetune": {"shape": "6/768/12"},
+                                            "L3_H768_A12-finetune": {"shape": "3/768/12"}}}
+SIZE_PPL = {"id": "size", "table": "t6", "text": "Larger is better", "columns": ["ppl"], "by_size": True}
+
 
 def study(tables: dict[str, Any], claims: list[dict[str, Any]], **bootstrap: Any) -> dict[str, Any]:
     """A study declaring `tables` and `claims`, its bootstrap at the report's draws and the assumed between-run SD."""
@@ -115,10 +119,7 @@ def test_the_power_in_claims_json_and_the_findings_csv(nsp: Finding) -> None:
 
 def test_perplexity_pairs_get_an_mde_but_no_assumed_runs(tmp_path: Path) -> None:
     """The assumed SD is in points of a dev metric: a perplexity pair's MDE stands alone, its variance unmeasured."""
-    table = {"tasks": [], "ppl": True, "rows": {"L6_H768_A12-finetune": {"shape": "6/768/12"},
-                                                 "L3_H768_A12-finetune": {"shape": "3/768/12"}}}
-    claim = {"id": "size", "table": "t6", "text": "Larger is better", "columns": ["ppl"], "by_size": True}
-    (p,) = decided(tmp_path, study({"t6": table}, [claim]), [])["size"].pairs
+    (p,) = decided(tmp_path, study({"t6": SIZES}, [SIZE_PPL]), [])["size"].pairs
     assert p.contrast.verdict == stats.REPRODUCED and p.mde == pytest.approx(power.z_sum() * p.contrast.se)
     assert (p.paper, p.runs_needed, p.power_note) == (None, None, power.UNMEASURED)
 
@@ -225,9 +226,10 @@ def test_the_same_rows_compared_by_two_claims_count_once(tmp_path: Path) -> None
 
 
 def legend_of(tmp_path: Path, seeds: dict[str, int]) -> str:
-    """The findings' legend where BERT's SST-2 cell has `seeds["bert"]` seeds and No NSP's `seeds["nonsp"]`."""
+    """The findings' legend where BERT's SST-2 cell has `seeds["bert"]` seeds and No NSP's `seeds["nonsp"]`, beside
+    a perplexity pair (one pretraining run a side, no fine-tuning seed)."""
     runs = [ft(e, "sst2", 80.0 + s, seed=s) for e in ("bert", "nonsp") for s in range(1, seeds[e] + 1)]
-    spec = study({"table5": TABLE5 | {"tasks": ["sst2"]}}, CLAIMS5[:1])
+    spec = study({"table5": TABLE5 | {"tasks": ["sst2"]}, "t6": SIZES}, [CLAIMS5[0], SIZE_PPL])
     md = "\n".join(findings_section(spec, list(decided(tmp_path, spec, runs).values())))
     return md.split("\n\n")[1]
 

@@ -195,9 +195,9 @@ def _pair_row(pair: Pair, label: dict[str, str]) -> list[str]:
 
 
 def legend(boot: dict[str, Any], findings: list[Finding]) -> list[str]:
-    """The findings' legend: what a pair shows (the seeds resampled as the measured pairs' sides have them), its
-    power and family-wise reading, and, where a pair repeats another's models, how it is counted."""
-    pairs = [p for f in findings for p in f.pairs if p.counted and p.contrast.n_items and not p.ratio]
+    """The findings' legend: what a pair shows (the fine-tuning seeds resampled as the measured task pairs' sides
+    have them), its power and family-wise reading, and, where a pair repeats another's models, how it is counted."""
+    pairs = [p for f in findings for p in f.pairs if p.counted and p.contrast.n_items and p.column != PPL]
     several = {n > 1 for p in pairs for n in p.seeds}
     alpha = round(1 - boot["level"], 6)
     runs = RUNS.format(sd=boot["run_sd"]) if boot.get("run_sd") is not None else ""
