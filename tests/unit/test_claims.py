@@ -5,6 +5,7 @@ tables are the tests' own study (tests/study.yaml), so the counts below are that
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,9 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Finding]:
 
 def test_a_clear_win_is_reproduced(found) -> None:
     mrpc = pair(found["nsp_helps"], "mrpc")
-    c = mrpc.contrast  # BERT 80, 82, 84 (3 seeds) against No NSP 55 on the same 200 items
-    assert (c.estimate, c.verdict, c.n_items, c.runs_a, c.runs_b) == (pytest.approx(27.0), stats.REPRODUCED, 200, 3, 1)
+    c = mrpc.contrast  # BERT 80, 82, 84 (3 seeds) against No NSP 55 on the same 200 items, one pretraining run each
+    assert (c.estimate, c.verdict, c.n_items, mrpc.seeds) == (pytest.approx(27.0), stats.REPRODUCED, 200, (3, 1))
+    assert (c.runs_a, c.runs_b) == (1, 1)
     assert 0 < c.low < 27.0 < c.high and mrpc.reason == ""
     squad = pair(found["mlm_beats_ltr"], "squad").contrast  # F1 70 vs 40 on 100 questions
     assert (squad.estimate, squad.verdict) == (pytest.approx(30.0), stats.REPRODUCED)
@@ -62,14 +64,17 @@ def test_a_tie_is_unresolved(found) -> None:
 
 
 def test_the_interval_is_stats_compare_on_the_cells_items(found, tmp_path: Path) -> None:
-    """The same numbers as calling `stats.compare` by hand on the three BERT seeds and the No NSP run."""
+    """The same numbers as calling `stats.compare` by hand on the three BERT seeds and the No NSP run: the
+    Multi-Bootstrap with one pretraining run a side, draw for draw."""
     def cols(run: dict) -> dict[str, np.ndarray]:
         return {k: np.asarray(v) for k, v in run["_items"]["model"].items()}
 
     bert = [cols(r) for r in FINETUNE if r["encoder"] == "bert" and r["task"] == "mrpc"]
     nonsp = [cols(r) for r in FINETUNE if r["encoder"] == "nonsp" and r["task"] == "mrpc"]
-    assert pair(found["nsp_helps"], "mrpc").contrast == stats.compare(bert, nonsp, "classification", "accuracy",
-                                                                     **FAST["bootstrap"])
+    ours, by_hand = pair(found["nsp_helps"], "mrpc").contrast, stats.compare(bert, nonsp, "classification",
+                                                                            "accuracy", **FAST["bootstrap"])
+    assert (ours.estimate, ours.low, ours.high, ours.verdict) == (by_hand.estimate, by_hand.low, by_hand.high,
+                                                                  by_hand.verdict)
 
 
 def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
@@ -185,7 +190,8 @@ def test_a_rows_shape_is_its_encoders_model_preset(tmp_path: Path) -> None:
 
 def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     md = "\n".join(findings_section(FAST, list(found.values())))
-    assert "does not hold" not in md and "holds" not in md
+    assert "does not hold" not in md  # "holds" is only the family-wise reading: the legend's, and the Holm column's
+    assert md.count("holds") == 1 + len(re.findall(r"\| holds \(p [<\d]", md))
     assert "| MRPC | BERT_BASE | No NSP | +27.0 [+" in md
     # each verdict in bold, then what its interval says of the paper's A - B (Table 5: MRPC +0.2, SST-2 +0.1)
     assert ("| 200 × 3/1 | 300 updates, 4,800 examples | **reproduced**; the paper's +0.2 is outside the interval "
@@ -201,7 +207,7 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
             "0 unresolved at this scale, 9 not measured of 14 pairs") in md
     assert md.count("cover held-out instances only: each encoder has one pretraining run") == 2  # size, unigram
     assert "| LM ppl | BERT_BASE | 0.5 × unigram | 0.044 [0.04" in md
-    assert "(1000 draws" in md
+    assert "(1,000 draws" in md
     assert "the paper's is outside it (above it: the effect here is smaller than the paper's" in md  # the legend
 
 
@@ -230,7 +236,10 @@ def test_claims_json_holds_every_contrast_and_metrics_json_their_verdict_counts(
         "not_measured": verdicts.count("not measured")}
     assert sum(counts[k] for k in ("reproduced", "contradicted", "unresolved", "not_measured")) == len(verdicts)
     assert counts["beyond_unigram.bert"] == pytest.approx(40 / 900, abs=1e-4)
-    assert len(counts) == 5  # one line of `dvc metrics show`
+    familywise = [p["familywise"] or p["verdict"] for c in out["claims"].values() for p in c["pairs"].values()]
+    assert {k: counts[f"familywise_{k}"] for k in ("reproduced", "contradicted")} == {
+        "reproduced": familywise.count("reproduced"), "contradicted": familywise.count("contradicted")}
+    assert len(counts) == 8  # one line of `dvc metrics show`
 
 
 def test_perplexity_against_a_multiple_of_its_unigram_floor(found, tmp_path: Path) -> None:
@@ -275,7 +284,8 @@ def test_an_unresolved_interval_still_says_whether_it_admits_the_papers_effect(f
     spec = copy.deepcopy(FAST)
     spec["tables"]["table5"]["rows"]["nonsp-finetune"]["paper"]["sst2"] = 72.7
     far = pair(claims(tmp_path, spec=spec)["nsp_helps"], "sst2")
-    assert far.contrast == tie.contrast and far.paper == pytest.approx(20.0)
+    assert (far.contrast.low, far.contrast.high) == (tie.contrast.low, tie.contrast.high)
+    assert far.paper == pytest.approx(20.0)
     assert far.reading == "unresolved at this scale; the paper's +20.0 is outside the interval (above it)"
 
 
