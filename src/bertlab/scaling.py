@@ -58,6 +58,10 @@ class Job:
     defaults: tuple[str, ...] = ()  # the sweep's defaults: before the command line's, which may override them
     after: str | None = None  # the run whose outputs it reads (a cell's encoder)
 
+    def folder(self, work_dir: Path) -> Path:
+        """Its output folder: `<work_dir>/pretrain/<name>`, a cell's in its encoder's, `finetune/<encoder>/<name>`."""
+        return work_dir / self.stage / (self.after or "") / self.name
+
 
 def whole(value: Any, lo: int) -> bool:
     """Whether `value` is an integer (not a bool) of at least `lo`."""
@@ -221,7 +225,7 @@ def run_all(jobs: list[Job], common: list[str], work_dir: Path, workers: int) ->
                 proc.wait()
 
 
-@stage.main(own_output=True)  # into scaling.work_dir and scaling.report_dir, checked here
+@stage.main(own_output=True, reads=("scaling", "logger"))  # into scaling.work_dir and .report_dir, checked here
 def run(cfg: DictConfig) -> None:
     ablations = OmegaConf.to_container(cfg.ablations, resolve=True)  # the study: its columns and the paper's numbers
     grid = OmegaConf.to_container(cfg.scaling, resolve=True) if "scaling" in cfg else None
@@ -238,7 +242,7 @@ def run(cfg: DictConfig) -> None:
     jobs = plan(spec, set(without))
     if not spec["report_only"]:
         run_all(jobs, forwarded(overrides), work_dir, spec["workers"])
-    finished = sum((work_dir / job.stage / job.name / "metrics.json").exists() for job in jobs)
+    finished = sum((job.folder(work_dir) / "metrics.json").exists() for job in jobs)
     if spec["report_only"]:
         log.info("scaling.report_only: the report of the %d of %d planned runs finished so far, starting none",
                  finished, len(jobs))

@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from bertlab import settings
+from bertlab import kinds
 from bertlab.download import check_task
 from bertlab.errors import UserError
 from bertlab.files import read_tokenizer
@@ -100,4 +100,4 @@ def test_a_multiple_choice_task_without_data_says_so_and_takes_no_probe(tmp_path
         cfg = compose(config_name="config", overrides=["profile=smoke", "task=swag", "finetune.mode=probe"])
     with pytest.raises(UserError, match="a linear probe predicts a class per example or a tag per word, not task "
                                         "swag's multiple_choice outputs"):
-        settings.check(cfg)
+        kinds.check(cfg)

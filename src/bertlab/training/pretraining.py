@@ -30,7 +30,7 @@ from bertlab.modeling.model import BertConfig, flops_per_token
 from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord, Throughput
 from bertlab.training.pretrain_datamodule import PretrainData
 from bertlab.training.pretrain_module import PretrainModule, plain_state_dict
-from bertlab.training.recipe import Devices, LogSettings
+from bertlab.training.run_settings import Devices, LogSettings
 from bertlab.training.trainer import make_loggers, make_trainer, on_cuda, peak_tflops
 
 log = logging.getLogger(__name__)

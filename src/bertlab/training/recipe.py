@@ -1,58 +1,20 @@
 """A training run's settings, typed: small frozen parts read once from the composed config, one a piece of the run
 (the task's data, the fine-tuning module, the probe, the devices, the loggers), so that no piece reads the config.
 
-`Recipe.of(cfg, task)` is a fine-tuning cell's, built at the top of its work (`bertlab.training.cell`); `Devices`
-and `LogSettings` serve the pretraining stage too.
+`Recipe.of(cfg, task)` is a fine-tuning cell's, built at the top of its work (`bertlab.training.cell`); its devices
+and loggers are `bertlab.training.run_settings`', which the pretraining stage reads too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from bertlab.kinds import KINDS
 from bertlab.kinds.base import Lengths, TaskSpec
-
-
-@dataclass(frozen=True)
-class Devices:
-    """Where a Trainer runs (`impl`): accelerator, devices, nodes, strategy, precision, and the per-device batch cap."""
-
-    accelerator: str = "cpu"
-    devices: Any = 1  # a count, a list of ids or "auto", as Lightning takes it
-    num_nodes: int | None = None  # None: the launcher's (`bertlab.training.trainer.num_nodes`)
-    strategy: str = "auto"
-    precision: Any = "32-true"
-    max_device_batch: int | None = None
-
-    @classmethod
-    def of(cls, impl: DictConfig) -> Devices:
-        return cls(impl.accelerator, impl.devices, impl.get("num_nodes"), impl.strategy, impl.precision,
-                   impl.max_device_batch)
-
-
-@dataclass(frozen=True)
-class LogSettings:
-    """The run's loggers besides the CSV one (`logger`): which, and what a W&B run is named, tagged and logs."""
-
-    kind: str  # wandb | csv | none
-    name: str  # the run's
-    save_dir: str = ""
-    project: str = ""
-    tags: tuple[str, ...] = ()  # the ablation tables that use the run
-    offline: bool = True
-    config: dict[str, Any] | None = None  # the whole resolved config, as W&B records it
-
-    @classmethod
-    def of(cls, cfg: DictConfig) -> LogSettings:
-        lg = cfg.logger
-        if lg.kind == "none":
-            return cls("none", cfg.name)
-        return cls(lg.kind, cfg.name, str(lg.save_dir), str(lg.get("project", "")), tuple(lg.get("tags") or ()),
-                   bool(lg.get("offline", True)), OmegaConf.to_container(cfg, resolve=True))
+from bertlab.training.run_settings import Devices, LogSettings
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import torch
 from omegaconf import DictConfig
 
 from bertlab.errors import UserError
-from bertlab.training.recipe import Devices, LogSettings
-from bertlab.tracking import lasting_dir, start_wandb, wandb_settings
+from bertlab.tracking import lasting_dir, start_wandb, sweep_group, wandb_settings
+from bertlab.training.run_settings import Devices, LogSettings
 
 log = logging.getLogger(__name__)
 
@@ -215,17 +215,19 @@ def warmup_then_decay(opt: torch.optim.Optimizer, warmup: int, total: int) -> di
 def make_loggers(logs: LogSettings, job_type: str, save_dir: str | Path) -> list:
     """Lightning loggers: always a CSVLogger into `save_dir` (the report reads it) plus the chosen one. A W&B run is
     tagged with `logger.tags` (the ablation tables that use it, which the `configs` stage writes into each run's
-    config) and grouped by the first (else by `job_type`)."""
+    config) and grouped by its Hydra multirun (`sweep_group`), else by the first tag, else by `job_type`; the stage
+    finishes it at the job's end (`tracking.one_run_per_job`)."""
     from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
     loggers: list = [CSVLogger(save_dir=str(save_dir), name="", version="")]
     if logs.kind == "wandb":
         tables, wandb_dir = list(logs.tags), lasting_dir(logs.save_dir)
+        group = sweep_group(job_type) or (tables[0] if tables else job_type)
         wandb_dir.mkdir(parents=True, exist_ok=True)
 
         def start(offline: bool) -> WandbLogger:
             logger = WandbLogger(
-                project=logs.project, name=logs.name, group=tables[0] if tables else job_type,
+                project=logs.project, name=logs.name, group=group,
                 job_type=job_type, tags=tables, save_dir=str(wandb_dir), offline=offline,
                 config=logs.config, settings=wandb_settings(),
                 mode="offline" if offline else None,  # Lightning's WANDB_MODE is not read after an online try
