@@ -42,14 +42,14 @@ CLAIMS7 = [{"id": "features", "table": "table7", "text": "Features beat embeddin
            {"id": "finetuning", "table": "table7", "text": "Fine-tuning beats features", "better": "bert-finetune",
             "than": [f"bert-{s}" for s in STRATEGIES]}]
 
-SIZES = {"tasks": [], "ppl": True, "rows": {"L6_H768_A12-finetune": {"shape": "6/768/12"},
-                                            "L3_H768_A12-finetune": {"shape": "3/768/12"}}}
+SIZES = {"tasks": [], "ppl": True, "rows": {"L6_H768_A12-finetune": {}, "L3_H768_A12-finetune": {}}}  # shapes: presets'
+ENCODERS = {name: [f"model={name}"] for name in ("L6_H768_A12", "L3_H768_A12")}
 SIZE_PPL = {"id": "size", "table": "t6", "text": "Larger is better", "columns": ["ppl"], "by_size": True}
 
 
 def study(tables: dict[str, Any], claims: list[dict[str, Any]], **bootstrap: Any) -> dict[str, Any]:
     """A study declaring `tables` and `claims`, its bootstrap at the report's draws and the assumed between-run SD."""
-    return {"columns": COLUMNS, "tables": tables, "claims": claims,
+    return {"columns": COLUMNS, "encoders": ENCODERS, "tables": tables, "claims": claims,
             "bootstrap": {"draws": DRAWS, "seed": 0, "level": 0.95, "run_sd": RUN_SD} | bootstrap}
 
 
