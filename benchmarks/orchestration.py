@@ -1,10 +1,12 @@
 """The orchestration's cost against the grid's size: `dvc repro` of a grid whose runs train nothing.
 
     python benchmarks/orchestration.py                     # 50, 200 and 600 runs, the working tree's code
+    python benchmarks/orchestration.py --encoders 5         # 5 encoders, the grid widened by seeds instead
     python benchmarks/orchestration.py --runs 50 200 --rev 0b84e09   # the same at a commit (git archive)
 
 A copy of the project (the working tree's files, or `--rev`'s) at the `smoke` profile gets a study of its own: `E`
-encoders (`bert`'s recipe under new names), each one row of Table 5 on `--tasks` tasks x `--seeds` seeds, every
+encoders (`bert`'s recipe under new names), each one row of Table 5 on `--tasks` tasks x `--seeds` seeds (or, with
+`--encoders E`, as many seeds as make the runs), every
 encoder left out by the profile (`ablations.cells.skip`), so each pretraining run and each cell writes its "not run"
 record and nothing trains: what is left is the orchestration. A run is a pretraining run or a cell (the unit a stage
 was before stages were grouped by encoder); `E` is chosen so the runs are `--runs`. Each stage's command runs under a
@@ -93,11 +95,14 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float,
 
 
 def measure(runs: int, args: argparse.Namespace, work: Path) -> dict[str, float]:
-    per_encoder = 1 + len(args.tasks) * args.seeds
-    encoders = max(1, round(runs / per_encoder))
+    """One grid of about `runs` runs: widened by encoders (`args.seeds` seeds a cell), or, with `args.encoders`, by
+    seeds (that many encoders)."""
+    seeds = max(1, round((runs / args.encoders - 1) / len(args.tasks))) if args.encoders else args.seeds
+    per_encoder = 1 + len(args.tasks) * seeds
+    encoders = args.encoders or max(1, round(runs / per_encoder))
     dest = work / f"grid{runs}"
     copy_project(dest, args.rev)
-    widen(dest, encoders, args.tasks, args.seeds)
+    widen(dest, encoders, args.tasks, seeds)
     times = dest / "stage_times.txt"
     env = {**os.environ, "BERTLAB_DATA_MIRROR": str(args.mirror), "WANDB_MODE": "offline", "BENCH_TIMES": str(times),
            "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(dest / "src")}
@@ -127,6 +132,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, nargs="+", default=[50, 200, 600], help="grid sizes, in runs")
     parser.add_argument("--tasks", nargs="+", default=TASKS, help="Table 5's tasks in the widened study")
     parser.add_argument("--seeds", type=int, default=2, help="fine-tuning seeds a cell")
+    parser.add_argument("--encoders", type=int, help="this many encoders, the grid widened by seeds instead")
     parser.add_argument("--rev", help="benchmark this commit's code (default: the working tree)")
     parser.add_argument("--mirror", type=Path, default=Path(os.environ.get("BERTLAB_DATA_MIRROR",
                                                                           REPO.parent / "shared" / "data")))
@@ -134,8 +140,10 @@ def main() -> None:
     args = parser.parse_args()
     if not args.mirror.is_dir():
         sys.exit(f"--mirror {args.mirror}: no such folder (the data mirror, ../shared/data on our machines)")
-    print(f"code: {args.rev or 'working tree'}; a run: a pretraining run or a cell ({len(args.tasks)} tasks x "
-          f"{args.seeds} seeds an encoder); overhead = dvc repro's wall time - its stage processes' own")
+    widened = f"{args.encoders} encoders, widened by seeds" if args.encoders else \
+        f"widened by encoders, {args.seeds} seeds a cell"
+    print(f"code: {args.rev or 'working tree'}; a run: a pretraining run or a cell ({len(args.tasks)} tasks; "
+          f"{widened}); overhead = dvc repro's wall time - its stage processes' own")
     print("| runs | DVC stages | dvc repro (s) | processes (s) | overhead a run (s) | overhead a stage (s) | "
           "DVC CPU a run (s) | DVC CPU a stage (s) | grid a run (s) | no-op repro (s) | dvc status (s) | "
           "dvc.lock (KB) |")
