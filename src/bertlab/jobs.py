@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -99,11 +99,13 @@ class Failure:
 
 
 def run_jobs(jobs: Sequence[Job], engine: Engine, cwd: Path, follow: bool = False,
-             on_done: Any = None) -> list[Failure]:
+             on_done: Callable[[Job], None] | None = None) -> list[Failure]:
     """Runs `jobs`, each once the jobs it waits for have finished (local: at most `engine.workers` at once); calls
     `on_done(job)` as each finishes. Returns the failures, and the jobs skipped for them. `follow`: copy the running
     jobs' logs to stdout as they grow (one worker: its output as if it ran here). Interrupted, it cancels its jobs
     (their checkpoints stay)."""
+    if unknown := {a for j in jobs for a in j.after} - {j.name for j in jobs}:
+        raise ValueError(f"jobs wait for jobs not given: {sorted(unknown)}")
     pending, running, done, failures, gone = list(jobs), {}, set(), [], {}
     free = list(range(engine.workers)) if engine.cluster == "local" else []
     offsets: dict[Path, int] = {}
@@ -130,7 +132,8 @@ def run_jobs(jobs: Sequence[Job], engine: Engine, cwd: Path, follow: bool = Fals
                 if not ended(handle, queued, gone):
                     continue
                 del running[name]
-                free.append(slot)
+                if engine.cluster == "local":
+                    free.append(slot)
                 if (why := failure_of(handle)) is not None:
                     failures.append(Failure(job, why))
                     log.error("failed: %s", failures[-1])

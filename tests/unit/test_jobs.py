@@ -53,3 +53,8 @@ def test_a_failed_job_is_named_with_its_log_and_its_dependants_skip(tmp: Path) -
 def test_follow_copies_a_jobs_output_here(tmp: Path, capfd: pytest.CaptureFixture[str]) -> None:
     assert run_jobs([job(tmp, "shown")], Engine("local", tmp / "submitit"), tmp, follow=True) == []
     assert "hello from shown\n" in capfd.readouterr().out
+
+
+def test_a_job_waiting_for_a_job_not_given_is_refused(tmp: Path) -> None:
+    with pytest.raises(ValueError, match=r"jobs wait for jobs not given: \['gone'\]"):
+        run_jobs([job(tmp, "a", after=("gone",))], Engine("local", tmp / "submitit"), tmp)
