@@ -36,8 +36,6 @@ from bertlab import runs
 from bertlab.errors import UserError
 from bertlab.jobs import Engine, Job, run_jobs
 
-log = logging.getLogger(__name__)
-
 TRAINING = ("pretrain", "finetune")  # the stages run as jobs (foreach stages: `<stage>@<encoder>`)
 FOLDER = Path("data/grid")  # the jobs' logs (`logs/`) and submitit's files (`submitit/`)
 DEFAULTS: dict[str, Any] = {"cluster": "local", "workers": 1, "gpus_per_job": 0, "nodes": 1, "cpus_per_job": None,

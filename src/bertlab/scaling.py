@@ -55,6 +55,12 @@ class Job:
     defaults: tuple[str, ...] = ()  # the sweep's defaults: before the command line's, which may override them
     after: str | None = None  # the run whose outputs it reads (a cell's encoder)
 
+    def folder(self, work_dir: Path) -> Path:
+        """Where the run writes: `pretrain/<name>`, a cell `finetune/<encoder>/<name>` (as `bertlab.finetune`)."""
+        if self.stage == "finetune":
+            return work_dir / "finetune" / str(self.after) / self.name
+        return work_dir / self.stage / self.name
+
 
 def whole(value: Any, lo: int) -> bool:
     """Whether `value` is an integer (not a bool) of at least `lo`."""
@@ -214,7 +220,7 @@ def run(cfg: DictConfig) -> None:
     runs = plan(spec, set(without))
     if not spec["report_only"]:
         run_all(runs, forwarded(overrides), work_dir, spec["workers"])
-    finished = sum((work_dir / run.stage / run.name / "metrics.json").exists() for run in runs)
+    finished = sum((run.folder(work_dir) / "metrics.json").exists() for run in runs)
     if spec["report_only"]:
         log.info("scaling.report_only: the report of the %d of %d planned runs finished so far, starting none",
                  finished, len(runs))

@@ -108,6 +108,8 @@ def test_the_runs_are_the_engines_jobs_each_cell_after_its_encoder(monkeypatch: 
     assert (cell.name, cell.after) == ("a-cell", ("a",))
     assert cell.argv[2:5] == ("bertlab.finetune", "impl.threads=2", "seed=3")
     assert "impl.threads=2" not in scaling.engine_jobs(runs, [], tmp_path, workers=1)[0].argv
+    assert [run.folder(tmp_path) for run in runs] == [tmp_path / "pretrain" / "a",
+                                                      tmp_path / "finetune" / "a" / "a-cell"]
 
     def fail(engine_jobs: list, engine: jobs.Engine, cwd: Path, follow: bool) -> list[jobs.Failure]:
         assert (engine.cluster, engine.workers, follow) == ("local", 3, False)
