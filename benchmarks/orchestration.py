@@ -9,9 +9,12 @@ encoder left out by the profile (`ablations.cells.skip`), so each pretraining ru
 record and nothing trains: what is left is the orchestration. A run is a pretraining run or a cell (the unit a stage
 was before stages were grouped by encoder); `E` is chosen so the runs are `--runs`. Each stage's command runs under a
 wrapper that logs its process's wall time, so the table gives, per size: DVC's stages, `dvc repro`'s wall time, the
-stage processes' own, DVC's overhead (the difference) per run and per DVC stage, and then the no-op `dvc repro` and
-`dvc status`. The data stages (download, tokenizer, pretrain_data) run for real, once per size, on
-`BERTLAB_DATA_MIRROR` (default ../shared/data); their processes count as processes.
+stage processes' own, DVC's overhead (the difference) per run and per DVC stage, DVC's own CPU time (all CPU time of
+`dvc repro` and its children but the stage processes': what a busy machine does not inflate) per run and per stage,
+and then the no-op `dvc repro` and `dvc status`. "Grid a run" is all a run costs when it trains nothing: the pretrain and finetune stages' processes
+(start-up, a Hydra job a cell) plus DVC's overhead, over the runs. The data stages (download, tokenizer,
+pretrain_data) run for real, once per size, on `BERTLAB_DATA_MIRROR` (default ../shared/data); their processes count
+as processes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -33,8 +37,11 @@ REPO = Path(__file__).resolve().parents[1]
 DECLARATION = "conf/ablations/default.yaml"
 TASKS = ["qnli", "mrpc", "sst2", "squad", "mnli"]
 WRAPPER = """#!/bin/sh
-# a stage's command, its process's wall time appended to $BENCH_TIMES
-s=$(date +%s.%N); "$@"; rc=$?; e=$(date +%s.%N); echo "$s $e" >> "$BENCH_TIMES"; exit $rc
+# a stage's command (`python -m bertlab.<stage> ...`): its start, end, module and CPU seconds appended to $BENCH_TIMES
+s=$(date +%s.%N); "$@"; rc=$?; e=$(date +%s.%N)
+times > "$BENCH_TIMES.$$"   # in this shell (a pipe would run it in a subshell): its children's user and system time
+cpu=$(tail -n 1 "$BENCH_TIMES.$$" | sed 's/m/ /g; s/s//g' | awk '{print $1 * 60 + $2 + $3 * 60 + $4}')
+rm -f "$BENCH_TIMES.$$"; echo "$s $e $3 $cpu" >> "$BENCH_TIMES"; exit $rc
 """
 
 
@@ -74,12 +81,15 @@ def widen(dest: Path, encoders: int, tasks: list[str], seeds: int) -> None:
     (dest / "dvc.yaml").write_text(dvc.replace("cmd: python -m", "cmd: ./timed python -m"))
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
-    start = time.perf_counter()
+def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
+    """`cmd`'s wall time, the CPU time of it and its children, and its output."""
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"{' '.join(cmd)} failed in {cwd}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    return time.perf_counter() - start, done.stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return time.perf_counter() - start, cpu, done.stdout
 
 
 def measure(runs: int, args: argparse.Namespace, work: Path) -> dict[str, float]:
@@ -92,21 +102,24 @@ def measure(runs: int, args: argparse.Namespace, work: Path) -> dict[str, float]
     env = {**os.environ, "BERTLAB_DATA_MIRROR": str(args.mirror), "WANDB_MODE": "offline", "BENCH_TIMES": str(times),
            "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(dest / "src")}
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    subprocess.run(["dvc", "init", "-q"], cwd=dest, check=True, env=env)
-    wall, out = timed(["dvc", "repro"], dest, env)
+    wall, cpu, out = timed(["dvc", "repro"], dest, env)
     stages = out.count("Running stage '")
-    processes = sum(float(e) - float(s) for s, e in (line.split() for line in times.read_text().splitlines()))
-    noop, out = timed(["dvc", "repro"], dest, env)
+    spans = [(module, float(end) - float(start), float(used))
+             for start, end, module, used in (line.split() for line in times.read_text().splitlines())]
+    processes = sum(t for _, t, _ in spans)
+    grid = sum(t for module, t, _ in spans if module in ("bertlab.pretrain", "bertlab.finetune"))
+    dvc_cpu = cpu - sum(used for _, _, used in spans)  # DVC's own CPU time: the same on a busy machine
+    noop, _, out = timed(["dvc", "repro"], dest, env)
     if "Running stage" in out:
         sys.exit(f"the second `dvc repro` at {runs} runs was no no-op:\n{out[-2000:]}")
-    status, _ = timed(["dvc", "status"], dest, env)
+    status, _, _ = timed(["dvc", "status"], dest, env)
     lock_kb = (dest / "dvc.lock").stat().st_size / 1e3
     if not args.keep:
         shutil.rmtree(dest)
-    overhead = wall - processes
-    return {"runs": encoders * per_encoder, "stages": stages, "wall": wall, "processes": processes,
-            "per_run": overhead / (encoders * per_encoder), "per_stage": overhead / stages,
-            "wall_per_run": wall / (encoders * per_encoder), "noop": noop, "status": status, "lock_kb": lock_kb}
+    overhead, n = wall - processes, encoders * per_encoder
+    return {"runs": n, "stages": stages, "wall": wall, "processes": processes, "per_run": overhead / n,
+            "per_stage": overhead / stages, "grid_per_run": (grid + overhead) / n, "dvc_cpu_per_run": dvc_cpu / n,
+            "dvc_cpu_per_stage": dvc_cpu / stages, "noop": noop, "status": status, "lock_kb": lock_kb}
 
 
 def main() -> None:
@@ -124,13 +137,15 @@ def main() -> None:
     print(f"code: {args.rev or 'working tree'}; a run: a pretraining run or a cell ({len(args.tasks)} tasks x "
           f"{args.seeds} seeds an encoder); overhead = dvc repro's wall time - its stage processes' own")
     print("| runs | DVC stages | dvc repro (s) | processes (s) | overhead a run (s) | overhead a stage (s) | "
-          "wall a run (s) | no-op repro (s) | dvc status (s) | dvc.lock (KB) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "DVC CPU a run (s) | DVC CPU a stage (s) | grid a run (s) | no-op repro (s) | dvc status (s) | "
+          "dvc.lock (KB) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="bertlab-orchestration-") as tmp:
         for runs in args.runs:
             m = measure(runs, args, Path(tmp))
             print(f"| {m['runs']} | {m['stages']} | {m['wall']:.1f} | {m['processes']:.1f} | {m['per_run']:.3f} | "
-                  f"{m['per_stage']:.2f} | {m['wall_per_run']:.2f} | {m['noop']:.1f} | {m['status']:.1f} | "
+                  f"{m['per_stage']:.2f} | {m['dvc_cpu_per_run']:.3f} | {m['dvc_cpu_per_stage']:.2f} | "
+                  f"{m['grid_per_run']:.2f} | {m['noop']:.1f} | {m['status']:.1f} | "
                   f"{m['lock_kb']:.0f} |", flush=True)
 
 

@@ -2,7 +2,8 @@
 metrics.json + items.json, pretraining runs with metrics.json + heldout_items.json (+ a loss curve), the manifest.
 
 Every headline number is recomputed from the per-item columns with `bertlab.report.stats.score`, as the stages'
-numbers are, so the tests can state the tables' numbers exactly.
+numbers are, so the tests can state the tables' numbers exactly. The study they fill is the tests' own
+(tests/study.yaml, `study()`), not conf/ablations/default.yaml.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from bertlab.report import stats
 
+STUDY = Path(__file__).with_name("study.yaml")
 N = {"classification": 200, "span": 100, "tagging": 100}
 KIND = {"squad": "span", "conll2003": "tagging"}  # every other task here: classification
 METRIC = {"squad": "f1", "conll2003": "f1"}  # every other task here: accuracy
@@ -24,6 +27,11 @@ LABELS = np.array([1] * 120 + [0] * 80)  # majority class 1: the floor scores 60
 KEYS = ("num_layers", "hidden_size", "num_heads", "intermediate_size")
 HELDOUT = 300  # held-out instances, 10 scored positions each
 UNIGRAM = 900.0
+
+
+def study() -> dict[str, Any]:
+    """The tests' own study (tests/study.yaml), a fresh copy: its tables are the ones these runs fill."""
+    return yaml.safe_load(STUDY.read_text())
 
 
 def _rng(name: str) -> np.random.Generator:

@@ -124,7 +124,7 @@ def device() -> str:
 def bring_back(data: Path, out: Path, claim: str) -> Path:
     """$OUT/claim_<claim>.tar.gz: what verdicts.py reads and the logs, paths relative to the data dir."""
     keep = ["run.json", "download/manifest.json", *(f"pretrain/*/{f}" for f in ("metrics.json", "heldout_items.json")),
-            *(f"finetune/*/{f}" for f in ("metrics.json", "items.json")), "logs/*.log"]
+            *(f"finetune/*/*/{f}" for f in ("metrics.json", "items.json")), "logs/*.log"]  # finetune/<encoder>/<cell>
     path = out / f"claim_{claim}.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
         for pattern in keep:

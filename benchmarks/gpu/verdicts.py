@@ -125,12 +125,10 @@ def whole(run: Path) -> Iterator[Path]:
     with tempfile.TemporaryDirectory() as tmp:
         into = Path(tmp)
         shutil.copytree(run, into, dirs_exist_ok=True)
-        for d in sorted((base / "pretrain").glob("*/")):
-            if d.name not in own:
-                shutil.copytree(d, into / "pretrain" / d.name)
-        for d in sorted((base / "finetune").glob("*/")):
-            if read_json(d / "metrics.json")["encoder"] not in own:
-                shutil.copytree(d, into / "finetune" / d.name)
+        for kind in ("pretrain", "finetune"):  # a folder an encoder (its cells in finetune/<encoder>/)
+            for d in sorted((base / kind).glob("*/")):
+                if d.name not in own:
+                    shutil.copytree(d, into / kind / d.name)
         yield into
 
 
@@ -170,7 +168,7 @@ def row(claim: str, pair: Pair, state: dict[str, dict[str, Any]], bound: float, 
     interval = "-" if not math.isfinite(c.estimate) else (
         f"{c.estimate:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]")
     return [claim, pair.column, pair.a.label, pair.b.label, number(a.mean, digits), number(b.mean, digits),
-            number(a.floor_value, digits), interval, verdict, f"{c.n_items} x {c.runs_a}/{c.runs_b}", run]
+            number(a.floor_value, digits), interval, verdict, f"{c.n_items} x {pair.seeds[0]}/{pair.seeds[1]}", run]
 
 
 def verdicts(run: Path, spec: dict[str, Any]) -> list[list[str]]:

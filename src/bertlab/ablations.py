@@ -2,12 +2,13 @@
 floors, and its claims as paired contrasts.
 
 Reads `data/pretrain/*/{metrics.json,metrics.csv,heldout_items.json}`, `data/finetune/*/{metrics.json,items.json}`
-and `data/download/manifest.json`. Writes into `ablations.report_dir` (default `reports/`): `ablations.md`,
-`ablations_<table>.csv` (each table of the study), `ablations_findings.csv`, `metrics.json` (headline counts),
-`claims.json` (every cell and contrast), `figures/*.png` and `pretrain_loss/*.csv` (dvc.yaml's outputs), all built in a
-scratch directory first and then moved into place file by file; no other file in the report directory, its `figures/`
-or `pretrain_loss/`, is ever replaced or removed. With `logger=wandb`, logs the tables, the findings (each pair's
-interval and verdict) and the figures to one W&B run in group "ablations".
+and `data/download/manifest.json`. Writes into `ablations.report_dir` (the pipeline's run: the committed `reports/`;
+unset, as by hand: `<out_dir>/reports`, i.e. `data/hand/reports/`, leaving the committed report as it is):
+`ablations.md`, `ablations_<table>.csv` (each table of the study), `ablations_findings.csv`, `metrics.json` (headline
+counts), `claims.json` (every cell and contrast), `figures/*.png` and `pretrain_loss/*.csv` (dvc.yaml's outputs), all
+built in a scratch directory first and then moved into place file by file; no other file in the report directory,
+its `figures/` or `pretrain_loss/`, is ever replaced or removed. With `logger=wandb`, logs the tables, the findings
+(each pair's interval and verdict) and the figures to one W&B run in group "ablations".
 """
 
 from __future__ import annotations
@@ -49,11 +50,16 @@ def publish(src: Path, dest: Path) -> None:
             item.replace(target)
 
 
+def report_folder(cfg: DictConfig) -> Path:
+    """`ablations.report_dir`, or where it is unset (a run by hand) `<out_dir>/reports`."""
+    return Path(cfg.ablations.report_dir or Path(cfg.out_dir) / "reports")
+
+
 def build(cfg: DictConfig, profile: str) -> render.Report:
-    """Collect the results under `cfg.data_dir` and write the report into `cfg.ablations.report_dir`."""
+    """Collect the results under `cfg.data_dir` and write the report into `report_folder(cfg)`."""
     spec = OmegaConf.to_container(cfg.ablations, resolve=True)
     results = collect.collect(Path(cfg.data_dir))
-    report_dir = Path(cfg.ablations.report_dir)
+    report_dir = report_folder(cfg)
     check_writable(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".ablations-") as tmp:
@@ -76,14 +82,14 @@ def log_wandb(cfg: DictConfig, built: render.Report) -> None:
     log_report(cfg.logger, "ablations", "ablations", OmegaConf.to_container(cfg.ablations, resolve=True), values)
 
 
-@stage.main(own_output=True)  # into ablations.report_dir, checked there
+@stage.main(own_output=True, reads=("logger",))  # into report_folder(cfg), checked there
 def run(cfg: DictConfig) -> None:
     built = build(cfg, cfg.profile_name)
     for f in built.findings:
         log.info("%s: %s", f.summary, f.text)
     if cfg.logger.kind == "wandb":
         log_wandb(cfg, built)
-    log.info("report -> %s", Path(cfg.ablations.report_dir) / "ablations.md")
+    log.info("report -> %s", report_folder(cfg) / "ablations.md")
 
 
 if __name__ == "__main__":

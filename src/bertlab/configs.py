@@ -27,14 +27,15 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab import settings, study
+from bertlab import kinds, settings, study
 from bertlab.data.sources import MIRROR_ENV
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir
-from bertlab.runs import RESULT_KEYS, values_at
+from bertlab.runs import values_at
 from bertlab.stage import CONF_DIR
 
 PARAMS = ("profile", "corpus")  # params.yaml's keys
+PIPELINE_OUTPUTS = ["out_dir=${data_dir}", "ablations.report_dir=reports"]  # where the pipeline's runs write
 DECLARATION = Path(CONF_DIR) / "ablations" / "default.yaml"  # the study, as dvc.yaml reads it
 
 
@@ -111,10 +112,11 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
         study_cfg = _compose("the study", base_overrides(params))
         spec, policy = read_study(study_cfg, spec)
         for run in runs(params, spec, policy):
-            # the pipeline's own runs write its outputs (out_dir is no result setting: not in the key file)
-            cfg = _compose(f"{run.stage} run {run.name!r}", [*run.overrides, "out_dir=${data_dir}"])
+            # the pipeline's own runs write its outputs, its report the committed reports/ (by hand: under out_dir)
+            cfg = _compose(f"{run.stage} run {run.name!r}", [*run.overrides, *PIPELINE_OUTPUTS])
             try:
                 settings.check(cfg)
+                kinds.check(cfg)
                 settings.check_appended(run.overrides, lambda o: compose(config_name="config", overrides=o),
                                         Path(CONF_DIR))
             except UserError as err:
@@ -124,7 +126,7 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
             if "tags" in full["logger"]:
                 full["logger"]["tags"] = list(run.tags)
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{run.stage}/{run.name}"}, "output_subdir": None}
-            key = {"overrides": result_overrides(run.overrides), **values_at(cfg, RESULT_KEYS[run.stage])}
+            key = {"overrides": result_overrides(run.overrides), **values_at(cfg, settings.RESULT_KEYS[run.stage])}
             if run.not_run:
                 key["not_run"] = run.not_run
             config, key_file = run_files(tmp, run)

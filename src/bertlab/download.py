@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from bertlab.data.sources import hub_error, load_split, mirror_files, split_key
 from bertlab.errors import SourceError, UnreadableFile, UserError
 from bertlab.files import atomic_dir, write_json
+from bertlab.kinds import KINDS
 from bertlab.stage import main
 
 log = logging.getLogger(__name__)
@@ -109,22 +110,20 @@ def check_task(name: str, task: DictConfig, data: datasets.DatasetDict, mirror: 
         if len(ds) == 0:
             raise UserError(f"{where} has no rows (task {name}, split {split})")
         table = ds.data.table
-        for column, expected in _task_columns(task).items():
+        kind = KINDS[task.kind]
+        for column, (expected, holds) in _task_columns(task).items():
             if column not in table.column_names:
                 raise UserError(f"{where} has no column {column!r}, which task {name} reads (conf/task/{name}.yaml); "
                                 f"its columns: {', '.join(table.column_names)}")
-            kind = table.schema.field(column).type
-            if not expected(kind):
-                raise UserError(f"{where}: column {column!r} is {kind}, not what task {name} reads "
-                                f"({_EXPECTED[task.kind][column == task.label_column]})")
+            arrow_type = table.schema.field(column).type
+            if not expected(arrow_type):
+                raise UserError(f"{where}: column {column!r} is {arrow_type}, not what task {name} reads ({holds})")
             try:
                 table.column(column).validate(full=True)
             except pa.ArrowInvalid as err:
                 raise UserError(f"{where}: column {column!r} is not valid UTF-8 text ({err})") from err
-        if task.kind in ("classification", "tagging"):
-            labels = table.column(task.label_column)
-            if task.kind == "tagging":
-                labels = pa.chunked_array([c.flatten() for c in labels.chunks], type=labels.type.value_type)
+        labels = kind.class_ids(table.column(task.label_column))
+        if labels is not None:
             low, high = pc.min_max(labels).values()
             if low.is_valid and (low.as_py() < 0 or high.as_py() >= task.num_labels):
                 bad = low.as_py() if low.as_py() < 0 else high.as_py()
@@ -132,35 +131,11 @@ def check_task(name: str, task: DictConfig, data: datasets.DatasetDict, mirror: 
                                 f"{task.num_labels - 1} (task {name} has num_labels={task.num_labels})")
 
 
-def _is_text(kind: pa.DataType) -> bool:
-    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
-
-
-def _is_list_of(kind: pa.DataType, element: Callable[[pa.DataType], bool]) -> bool:
-    return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and element(kind.value_type)
-
-
-def _is_answers(kind: pa.DataType) -> bool:
-    fields = {f.name: f.type for f in kind} if pa.types.is_struct(kind) else {}
-    return (_is_list_of(fields.get("text", pa.null()), _is_text)
-            and _is_list_of(fields.get("answer_start", pa.null()), pa.types.is_integer))
-
-
-_EXPECTED = {  # task kind -> (what its text columns hold, what its label column holds)
-    "classification": ("text", "integer labels"), "regression": ("text", "numbers"),
-    "tagging": ("lists of words", "lists of integer tags"), "span": ("text", "answers {text, answer_start}"),
-}
-
-
-def _task_columns(task: DictConfig) -> dict[str, Callable[[pa.DataType], bool]]:
-    """Each column the task reads, with the test its arrow type must pass."""
-    text, label = {
-        "classification": (_is_text, pa.types.is_integer),
-        "regression": (_is_text, lambda t: pa.types.is_integer(t) or pa.types.is_floating(t)),
-        "tagging": (lambda t: _is_list_of(t, _is_text), lambda t: _is_list_of(t, pa.types.is_integer)),
-        "span": (_is_text, _is_answers),
-    }[task.kind]
-    return {**{c: text for c in task.text_columns}, task.label_column: label}
+def _task_columns(task: DictConfig) -> dict[str, tuple[Callable[[pa.DataType], bool], str]]:
+    """Each column the task reads: the test its arrow type must pass, and what it must hold."""
+    kind = KINDS[task.kind]
+    text, label = kind.holds
+    return {**{c: (kind.text_type, text) for c in task.text_columns}, task.label_column: (kind.label_type, label)}
 
 
 def deviations_for(keys: list[str], known: DictConfig) -> dict[str, str]:

@@ -18,9 +18,9 @@ encoder's features (`bertlab.training.probe`), and its cell writes the same file
 cross-validation curve, log-loss per C; `steps` null, the solver's iterations in `probe`).
 
 The pieces, in `bertlab.training`: `cell` (the training and scoring, imported only by a cell that trains: one that
-does not starts without Lightning), `kinds` (what each task kind encodes, predicts and is scored by),
-`task_datamodule` (splits -> batches), `finetune_module` (the LightningModule), `probe`; `bertlab.evaluate` (metrics,
-items, floors).
+does not starts without Lightning), `task_datamodule` (splits -> batches), `finetune_module` (the LightningModule),
+`probe`; `bertlab.kinds` (what each task kind reads, encodes, batches, predicts and is scored by, its floor
+included); `bertlab.evaluate` (the items and the floor of a cell).
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab import stage
+from bertlab import kinds, stage
 from bertlab.data.tasks import Task, missing_data
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir, read_json, write_json
 from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS
 from bertlab.runs import cell_fields, cell_key, reuse
 from bertlab.study import NOT_RUN
+from bertlab.tracking import one_run_per_job
 
 if TYPE_CHECKING:
     from bertlab.training.finetune_module import FinetuneModule
@@ -76,6 +77,7 @@ def cell_dir(cfg: DictConfig) -> Path:
 
 def finetune(cfg: DictConfig) -> Result:
     """Run the stage on `cfg` (the composed Hydra config); writes `cell_dir(cfg)` and returns its record."""
+    kinds.check(cfg)
     task = task_of(cfg)
     out_dir = cell_dir(cfg)
     reason = missing_data(Path(cfg.data_dir) / "download" / "tasks" / task.name)
@@ -99,7 +101,8 @@ def finetune(cfg: DictConfig) -> Result:
     from bertlab.training import cell  # Lightning and the model: imported by a cell that trains, and only then
 
     work = cell.probe_and_score if cfg.finetune.mode == "probe" else cell.train_and_score
-    return Result(*work(cfg, task, encoder_dir(cfg), record | {"run_key": key}, out_dir))
+    with one_run_per_job():
+        return Result(*work(cfg, task, encoder_dir(cfg), record | {"run_key": key}, out_dir))
 
 
 def untrained(out_dir: Path, record: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
@@ -112,7 +115,7 @@ def untrained(out_dir: Path, record: dict[str, Any], status: str, reason: str) -
     return record
 
 
-@stage.main(named_runs=True)
+@stage.main(named_runs=True, reads=("name", "impl", "logger"))
 def run(cfg: DictConfig) -> bool:
     """Fine-tune and score; True when this very cell was finished already and nothing was done."""
     return finetune(cfg).finished_before

@@ -32,9 +32,10 @@ from bertlab import runs, stage
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir, require, write_json
 from bertlab.study import NOT_RUN
+from bertlab.tracking import one_run_per_job
 
 
-@stage.main(named_runs=True)
+@stage.main(named_runs=True, reads=("pretrain_data.seed", "name", "impl", "logger"))
 def run(cfg: DictConfig) -> bool:
     """Train (or copy a twin's outputs); True when this very run was finished already, or the profile leaves it out
     (a "not run" record, with why), and nothing was done. The training is `bertlab.training.pretraining`'s, imported
@@ -62,7 +63,8 @@ def run(cfg: DictConfig) -> bool:
         return twin == out
     from bertlab.training import pretraining  # Lightning and the model: imported by a run that trains, and only then
 
-    pretraining.train(cfg, key, tokenizer_file, instances_dir, short_steps)
+    with one_run_per_job():
+        pretraining.train(cfg, key, tokenizer_file, instances_dir, short_steps)
     return False
 
 

@@ -121,7 +121,7 @@ def nsp_stats(inst: Instances) -> dict[str, float]:
     }
 
 
-@stage.main()
+@stage.main(reads=("impl.data_processes",))
 def run(cfg: DictConfig) -> None:
     data_dir = Path(cfg.data_dir)
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")

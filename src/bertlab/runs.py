@@ -18,19 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir, read_json, write_json
 from bertlab.modeling.features import feature_signature
+from bertlab.settings import RESULT_KEYS
 
 log = logging.getLogger(__name__)
-
-# The config sections each stage reads that can change its outputs (upstream outputs are DVC deps).
-RESULT_KEYS: dict[str, list[str]] = {
-    "download": ["mirror", "corpus.sources", "download"],
-    "tokenizer": ["corpus", "tokenizer"],
-    "pretrain_data": ["corpus", "pretrain_data"],
-    "pretrain": ["model", "objective", "pretrain", "seed"],
-    "finetune": ["finetune", "task", "seed"],
-    "ablations": ["ablations", "profile_name", "model_scale", "corpus", "tokenizer", "pretrain_data", "objective",
-                  "pretrain", "finetune"],  # the report lists the profile's departures from the paper's recipe
-}
 
 
 def values_at(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from bertlab import jobs, stage
 from bertlab.errors import UserError
 from bertlab.files import check_writable, require
+from bertlab.kinds import KINDS
 from bertlab.report import scaling as report
 from bertlab.report import scaling_rows
 from bertlab.report import sweep
@@ -132,9 +133,10 @@ def cells(spec: dict[str, Any], claims: list[dict[str, Any]], steps: int, encode
 
 
 def examples_setting(task: str) -> str:
-    """The setting that caps `task`'s training examples: SQuAD-style span tasks count questions in their own."""
-    kind = OmegaConf.load(Path(stage.CONF_DIR) / "task" / f"{task}.yaml").kind
-    return "finetune.squad_max_train_examples" if kind == "span" else "finetune.max_train_examples"
+    """The setting that caps `task`'s training examples: a kind of windows over a context (SQuAD's) counts
+    questions in its own."""
+    kind = KINDS[OmegaConf.load(Path(stage.CONF_DIR) / "task" / f"{task}.yaml").kind]
+    return "finetune.squad_max_train_examples" if kind.windows else "finetune.max_train_examples"
 
 
 def plan(spec: dict[str, Any], without: set[str] = frozenset()) -> list[Job]:
@@ -203,7 +205,7 @@ def run_all(runs: list[Job], common: list[str], work_dir: Path, workers: int) ->
                         "to go on")
 
 
-@stage.main(own_output=True)  # into scaling.work_dir and scaling.report_dir, checked here
+@stage.main(own_output=True, reads=("scaling", "logger"))  # into scaling.work_dir and .report_dir, checked here
 def run(cfg: DictConfig) -> None:
     ablations = OmegaConf.to_container(cfg.ablations, resolve=True)  # the study: its columns and the paper's numbers
     grid = OmegaConf.to_container(cfg.scaling, resolve=True) if "scaling" in cfg else None

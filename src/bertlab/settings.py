@@ -3,9 +3,9 @@
 Hydra composes whatever it is given (`pretrain.lr=abc` is a string; `name=..` a path), so each stage, and the
 `configs` stage for every run of the pipeline at once, calls `check` first: a bad setting stops the run with one
 line naming it (`UserError`, exit status 2), and nothing is written or deleted: numbers by type and range
-(`SETTINGS`), choices by name (`CHOICES`), and the settings that must agree. Hydra's structured configs
-(dataclass schemas) would check types only: OmegaConf validates no range, choice or agreement, which is most of
-what is checked here.
+(`SETTINGS`), choices by name (`CHOICES`), the settings that must agree, and each model preset named by its shape
+(`L12_H768_A12`) against its numbers. Hydra's structured configs (dataclass schemas) would check types only:
+OmegaConf validates no range, choice or agreement, which is most of what is checked here.
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ from omegaconf import DictConfig, OmegaConf
 from bertlab.errors import UserError
 
 NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+PRESET = re.compile(r"L(\d+)_H(\d+)_A(\d+)")  # a paper shape's model preset: conf/model/L<layers>_H<hidden>_A<heads>
+
+# `${shrink:768,4}` = 192: how profiles shrink the paper's model shapes (never below 1).
+OmegaConf.register_new_resolver("shrink", lambda size, by: max(1, int(size) // int(by)), replace=True)
 
 
 @dataclass(frozen=True)
@@ -107,12 +112,25 @@ SETTINGS: dict[str, Number] = {
 CHOICES: dict[str, tuple[str, ...]] = {
     "tokenizer.kind": ("wordpiece", "bpe"),
     "objective.data": ("nsp", "packed"),
-    "task.kind": ("classification", "regression", "span", "tagging"),
+    "task.kind": tuple(sorted(p.stem for p in (Path(__file__).parent / "kinds").glob("*.py")
+                              if p.stem not in ("__init__", "base"))),  # a module a kind (bertlab.kinds), by name
     "finetune.mode": ("finetune", "feature_based", "probe"), "finetune.pooling": ("cls", "mean"),
     "finetune.features": ("embeddings", "last", "second_to_last", "sum_last_four", "concat_last_four", "sum_all"),
     "logger.kind": ("wandb", "csv", "none"), "pretrain.positions": ("absolute", "rotary"),
 }
 
+
+# The config sections each stage reads that can change its outputs (upstream outputs are DVC deps): its run keys and
+# key files (`bertlab.runs`, `bertlab.configs`) and, with what else it reads, its --help (`bertlab.stage`).
+RESULT_KEYS: dict[str, list[str]] = {
+    "download": ["mirror", "corpus.sources", "download"],
+    "tokenizer": ["corpus", "tokenizer"],
+    "pretrain_data": ["corpus", "pretrain_data"],
+    "pretrain": ["model", "objective", "pretrain", "seed"],
+    "finetune": ["finetune", "task", "seed"],
+    "ablations": ["ablations", "profile_name", "model_scale", "corpus", "tokenizer", "pretrain_data", "objective",
+                  "pretrain", "finetune"],  # the report lists the profile's departures from the paper's recipe
+}
 
 def check_name(name: Any, key: str = "name") -> str:
     """`name` if it is a single safe path component (it names output directories that reruns replace, or the folder
@@ -124,9 +142,33 @@ def check_name(name: Any, key: str = "name") -> str:
     return name
 
 
+def preset_shape(name: str) -> tuple[int, int, int] | None:
+    """(layers, hidden, heads) that a model preset's name says (`L12_H768_A12`), or None for a name of another form."""
+    found = PRESET.fullmatch(name)
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None
+
+
+def check_presets() -> None:
+    """Each model preset named by a shape, conf/model/L<layers>_H<hidden>_A<heads>.yaml, has that shape before the
+    profile shrinks it (`model_scale` 1) and its own `name`: a new size copied from another and not fully edited
+    stops every stage at the door."""
+    for path in sorted((CONF_DIR / "model").glob("*.yaml")):
+        if not (shape := preset_shape(path.stem)):
+            continue
+        where = f"{CONF_DIR.name}/model/{path.name}"
+        preset = OmegaConf.merge({"model_scale": {"depth": 1, "width": 1}}, {"model": OmegaConf.load(path)}).model
+        if preset.get("name") != path.stem:
+            raise UserError(f"{where}: name: {preset.get('name')!r}, not {path.stem!r} (the file's name)")
+        found = (preset.get("num_layers"), preset.get("hidden_size"), preset.get("num_heads"))
+        if found != shape:
+            raise UserError(f"{where}: the shape is {'/'.join(map(str, found))} (layers/hidden/heads), not the "
+                            f"{'/'.join(map(str, shape))} its name says")
+
+
 def check(cfg: DictConfig) -> None:
     """Raise a one-line UserError for the first bad setting of a composed run config."""
     check_name(OmegaConf.select(cfg, "name"))
+    check_presets()
     for key, rule in SETTINGS.items():
         if not _has(cfg, key):  # a stage's config may lack a group
             continue
@@ -174,7 +216,8 @@ def check(cfg: DictConfig) -> None:
 
 
 def check_probe(cfg: DictConfig) -> None:
-    """A linear probe's settings (`bertlab.training.probe`): its grid of C, and a task and features it can read."""
+    """A linear probe's settings (`bertlab.training.probe`): its grid of C, and features it can read (the task's
+    kind: `bertlab.kinds.check`, which the fine-tuning and `configs` stages run)."""
     if _has(cfg, "finetune.probe_cs"):
         cs = OmegaConf.select(cfg, "finetune.probe_cs")
         values = OmegaConf.to_container(cs) if OmegaConf.is_list(cs) else None
@@ -183,9 +226,6 @@ def check_probe(cfg: DictConfig) -> None:
                             "probe's cross-validation chooses from)")
     if OmegaConf.select(cfg, "finetune.mode") != "probe":
         return
-    if (kind := OmegaConf.select(cfg, "task.kind")) not in (None, "classification", "tagging"):
-        raise UserError(f"finetune.mode=probe: a linear probe predicts a class per example or a tag per word, not "
-                        f"task {OmegaConf.select(cfg, 'task.name')}'s {kind} outputs")
     if (features := OmegaConf.select(cfg, "finetune.features")) in ("sum_last_four", "sum_all"):
         raise UserError(f"finetune.features={features}: a probe reads fixed features (embeddings, last, "
                         "second_to_last, concat_last_four); a scalar mix is learned")

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import re
 import signal
 import sys
+import textwrap
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import hydra
@@ -24,15 +26,15 @@ from bertlab.guards import disk_full, stop_on_signals
 
 log = logging.getLogger(__name__)
 _timed: list[str] = []  # the runs whose time this process has recorded (a multirun's jobs: several)
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+CONF_DIR = str(settings.CONF_DIR)
 StageFn = Callable[[DictConfig], bool | None]  # True: the run was finished already, nothing was done
 
-# `${shrink:768,4}` = 192: how profiles shrink the paper's model shapes (never below 1).
-OmegaConf.register_new_resolver("shrink", lambda size, by: max(1, int(size) // int(by)), replace=True)
 
-
-def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[StageFn], Callable[[], None]]:
-    """A stage's Hydra entry point: `python -m bertlab.<stage> key=value ...` (and `-m` for multirun).
+def main(*, named_runs: bool = False, own_output: bool = False,
+         reads: Sequence[str] = ()) -> Callable[[StageFn], Callable[[], None]]:
+    """A stage's Hydra entry point: `python -m bertlab.<stage> key=value ...` (and `-m` for multirun); its `--help`
+    lists the settings it reads, with their values: its result settings (`settings.RESULT_KEYS`), then `reads`
+    (speed, logging, its run's name).
 
     Settings are checked first (`bertlab.settings.check`, and settings appended with `+key=value`), and the stage's
     output directory (`<data_dir>/<stage>`, a training stage's `<out_dir>/<stage>`; a stage with `own_output` writes
@@ -47,6 +49,7 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
     """
     def entry(fn: StageFn) -> Callable[[], None]:
         stage_name = Path(fn.__code__.co_filename).stem  # its module's name, also when run as __main__ (`python -m`)
+        keys = [*settings.RESULT_KEYS.get(stage_name, []), *reads]
 
         @functools.wraps(fn)
         def task(cfg: DictConfig) -> None:
@@ -99,12 +102,33 @@ def main(*, named_runs: bool = False, own_output: bool = False) -> Callable[[Sta
         def start() -> None:
             sys.argv[1:] = follow_params(sys.argv[1:])
             quiet_notices()  # once a process, not once a job of a multirun
+            # `${stage_keys:}` in conf/config.yaml's help template
+            OmegaConf.register_new_resolver("stage_keys", lambda *, _root_: keys_help(keys, _root_), replace=True)
             app()
 
         return start
 
     return entry
 
+
+def keys_help(keys: Sequence[str], cfg: DictConfig, width: int = 118) -> str:
+    """The settings at `keys` of `cfg` (sections or single settings), a line or more for each, for --help: each
+    `key=value` as a command line sets it, or its key alone where it holds mappings (`--cfg job --package <key>`
+    shows them)."""
+    lines = []
+    for key in keys:
+        node = OmegaConf.select(cfg, key)
+        items = []
+        for name in [f"{key}.{k}" for k in node] if OmegaConf.is_dict(node) else [key]:
+            value = OmegaConf.select(cfg, name)
+            if OmegaConf.is_dict(value) or OmegaConf.is_list(value) and any(OmegaConf.is_dict(v) for v in value):
+                items.append(name)
+                continue
+            value = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+            items.append(f"{name}={value if isinstance(value, str) else json.dumps(value, separators=(',', ':'))}")
+        lines.append(textwrap.fill(" ".join(items), width, initial_indent="  ", subsequent_indent="    ",
+                                   break_long_words=False, break_on_hyphens=False))
+    return "\n".join(lines).replace("$", "$$")  # the template's own `$` marks Hydra's substitutions
 
 
 def global_rank() -> int:

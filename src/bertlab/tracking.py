@@ -1,12 +1,14 @@
 """W&B that never stops nor stalls a pipeline: an online run that cannot start (no network, no key) logs offline
-instead, with one warning line."""
+instead, with one warning line, and the process sends that server nothing more; each job of a Hydra multirun logs
+a run of its own, grouped by the sweep."""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from contextlib import suppress
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,6 +16,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 WANDB_INIT_TIMEOUT = 20  # seconds W&B may take to start an online run (its default: 90, then a traceback)
+# W&B's usage telemetry (wandb 0.31: its service's and the SDK's OpenTelemetry posts to the run's server, offline runs
+# included), off unless set: a refused online start's, queued in W&B's service, would reach that server at exit.
+ERROR_REPORTING = "WANDB_ERROR_REPORTING"
+fell_back: list[str] = []  # why this process's W&B could not log online: its later runs start offline, untried
 
 
 def lasting_dir(save_dir: str | Path, cwd: Path | None = None) -> Path:
@@ -39,12 +45,15 @@ def start_wandb(start: Callable[[bool], T], offline: bool, save_dir: str) -> T:
     """`start(offline)`. Online, when W&B's server does not answer (checked in at most 5 s) or refuses or times out
     the run (no API key, a wrong one), it logs offline instead, with one warning line: a pipeline never stops, nor
     waits minutes, for its logger. `start` must pass `mode="offline"` to `wandb.init` when offline: after an online
-    try, W&B reads no environment variable (Lightning's `WANDB_MODE`) again in this process."""
+    try, W&B reads no environment variable (Lightning's `WANDB_MODE`) again in this process. Once fallen back, the
+    process's later starts (the next jobs of a multirun) log offline at once, with the same warning: W&B's server
+    hears nothing more from it (nor, unless `WANDB_ERROR_REPORTING` is set, W&B's usage telemetry at all)."""
+    os.environ.setdefault(ERROR_REPORTING, "false")  # read when W&B starts its service, at its first run
     if offline:
         return start(True)
     import wandb
 
-    why = wandb_unreachable()
+    why = fell_back[0] if fell_back else wandb_unreachable()
     if why is None:
         try:
             return start(False)
@@ -52,12 +61,41 @@ def start_wandb(start: Callable[[bool], T], offline: bool, save_dir: str) -> T:
             why = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
             with suppress(Exception):
                 wandb.finish(exit_code=1)
-            # the failed try's usage telemetry, which W&B sends to that server at exit: an error line per batch
-            logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
+    fell_back[:] = [why]
     log.warning("W&B cannot log online (%s): logging offline under %s instead (upload later with `wandb sync`)",
                 why, save_dir)
-    wandb.setup(wandb.Settings(mode="offline"))  # all of this process's W&B: its usage telemetry would try that server
+    wandb.setup(wandb.Settings(mode="offline"))  # all of this process's W&B from now on
     return start(True)
+
+
+@contextmanager
+def one_run_per_job() -> Iterator[None]:
+    """Around a stage's job: the W&B run it started (a Lightning logger's) ends with it, failed where it raised, so
+    the next job of a Hydra multirun, in the same process, starts a run of its own (Lightning would reuse it)."""
+    try:
+        yield
+    except BaseException:
+        finish_run(1)
+        raise
+    finish_run(0)
+
+
+def finish_run(exit_code: int) -> None:
+    """Finish this process's W&B run, if one is on (W&B is imported only where a run was started)."""
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish(exit_code=exit_code)
+
+
+def sweep_group(stage: str) -> str | None:
+    """The W&B group of a Hydra multirun's jobs: `<stage>-<its sweep folder's name>` (`multirun-<time>` unless
+    `hydra.sweep.dir` names another); None outside a multirun."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return f"{stage}-{Path(HydraConfig.get().sweep.dir).name}"
 
 
 def log_report(logger: Any, group: str, name: str, config: dict[str, Any],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ import yaml
 from tokenizers import Tokenizer
 
 from bertlab.stage import process_age
-from tests.helpers import ENV, TINY, cell_dir, stage
+from tests.helpers import ENV, REPO, TINY, cell_dir, stage
 from tests.report_data import write_data
 
 
@@ -130,6 +131,31 @@ def test_cli_names_the_hydra_profile(tmp_path: Path) -> None:
         check=True, env=env, capture_output=True,
     )
     assert "- Profile: `smoke`;" in (tmp_path / "reports" / "ablations.md").read_text()
+
+
+def test_the_report_by_hand_writes_under_data_hand_and_leaves_the_committed_reports_as_they_are(
+        tmp_path: Path) -> None:
+    """`python -m bertlab.ablations` by hand, in a copy of the repository's committed `reports/` beside `data/`,
+    rewrote that `reports/`; now it writes `data/hand/reports/`, or the folder an override names."""
+    def hashes(folder: Path) -> dict[str, str]:
+        return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*")
+                if p.is_file()}
+
+    shutil.copytree(REPO / "reports", tmp_path / "reports")
+    write_data(tmp_path / "data")
+    committed = hashes(tmp_path / "reports")
+    by_hand = [sys.executable, "-m", "bertlab.ablations", "profile=smoke", "logger=none",
+               "ablations.bootstrap.draws=200"]
+    done = subprocess.run(by_hand, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert hashes(tmp_path / "reports") == committed and len(committed) > 100
+    report = (tmp_path / "data/hand/reports/ablations.md").read_text()
+    assert "- Profile: `smoke`;" in report and "82.0 ± 2.0 (3 seeds)" in report  # Table 5's MRPC of `bert`
+    assert "report -> data/hand/reports/ablations.md" in done.stdout
+    told = subprocess.run([*by_hand, "ablations.report_dir=mine"], env=ENV, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert told.returncode == 0, told.stderr[-3000:]
+    assert (tmp_path / "mine/ablations.md").read_text() == report and hashes(tmp_path / "reports") == committed
 
 
 def test_the_configs_stage_imports_a_light_report_module() -> None:

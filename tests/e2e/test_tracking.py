@@ -1,10 +1,13 @@
 """W&B online against a server that refuses the key or never answers (a fake one on 127.0.0.1, no outside traffic):
-the stage warns once, logs offline and succeeds, its run kept for `wandb sync`."""
+the stage warns once, logs offline and succeeds, its run kept for `wandb sync`; a Hydra multirun logs a W&B run per
+job, grouped by the sweep."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import TINY
+from tests.helpers import ENV, TINY
 
 WARNING = "W&B cannot log online"
 
@@ -107,3 +110,92 @@ def test_wandb_online_that_cannot_start_logs_offline_in_one_warning_and_succeeds
     [run] = save_dir.glob("wandb/offline-run-*")  # for `wandb sync`
     [log] = run.glob("run-*.wandb")
     assert b"val/ppl" in log.read_bytes() and b"wandb-online" in log.read_bytes()  # the metrics, the run's name
+
+
+# Two jobs in one process, as a multirun's, each starting W&B online: print when each has its run.
+JOBS = """
+import sys, time, wandb
+from bertlab import tracking
+for job in range(2):
+    run = tracking.start_wandb(lambda offline: wandb.init(
+        project="p", dir=sys.argv[1], mode="offline" if offline else None, settings=tracking.wandb_settings()),
+        False, sys.argv[1])
+    print("started", time.time(), flush=True)
+    run.log({"job": job})
+    run.finish()
+"""
+
+
+def test_after_a_fall_back_to_offline_that_server_hears_nothing_more(tmp_path: Path) -> None:
+    """W&B's usage telemetry reached the server that had refused the run, at exit, and every later job of the
+    process tried that server again."""
+    heard: list[tuple[float, str, str]] = []
+
+    class Heard(Refuses):
+        def answer(self) -> None:
+            heard.append((time.time(), self.command, self.path))
+            super().answer()
+
+        do_GET = do_POST = do_PUT = do_HEAD = answer
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Heard)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_MODE", "WANDB_ERROR_REPORTING")} | {
+        "WANDB_BASE_URL": f"http://127.0.0.1:{httpd.server_address[1]}", "WANDB_API_KEY": "x" * 40,
+        "WANDB_CONFIG_DIR": str(tmp_path / "config")}
+    try:
+        done = subprocess.run([sys.executable, "-c", JOBS, str(tmp_path)], capture_output=True, text=True, env=env,
+                              timeout=300)
+        time.sleep(1)  # anything W&B's service would still send
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert done.returncode == 0, done.stderr[-3000:]
+    started = [float(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("started ")]
+    assert len(started) == 2 and done.stderr.count(WARNING) == 2, done.stderr[-3000:]
+    assert [m for _, m, _ in heard].count("HEAD") == 1 and heard[-1][0] < started[0], heard  # the first try only
+    assert not [p for _, _, p in heard if "otel" in p], heard
+    assert len(list(tmp_path.glob("wandb/offline-run-*"))) == 2
+
+
+def run_records(path: Path) -> Iterator:
+    """The records of an offline run's `run-<id>.wandb`: W&B's log format (a 7-byte file header, then 32 KiB blocks
+    of chunks, each a 7-byte header, crc32, length and kind, and its bytes; a block's last < 7 bytes are padding)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data, pos, chunks, block = path.read_bytes(), 7, b"", 32768
+    assert data[:4] == b":W&B"
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        chunks += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # a whole record, or its last chunk
+            yield wandb_internal_pb2.Record.FromString(chunks)
+            chunks = b""
+
+
+def test_a_multirun_logs_a_wandb_run_per_job_grouped_by_its_sweep(finetune_data: Path, tmp_path: Path) -> None:
+    """Both jobs of a sweep logged into the first job's run (Lightning reused it); the second had none."""
+    save_dir, sweep = tmp_path / "wandb", tmp_path / "sweep-lr"
+    done = subprocess.run(
+        [sys.executable, "-m", "bertlab.finetune", "-m", "profile=smoke", f"data_dir={finetune_data}",
+         f"out_dir={tmp_path}", "finetune.encoder=tiny", "task=sst2", "seed=1,2", "name=sweep_seed${seed}",
+         "finetune.max_train_examples=32", "finetune.max_eval_examples=32", "impl.threads=1", "logger=wandb",
+         f"logger.save_dir={save_dir}", f"hydra.sweep.dir={sweep}"],
+        capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "already in progress" not in done.stdout + done.stderr
+    runs = {}
+    for folder in sorted(save_dir.glob("wandb/offline-run-*")):
+        [file] = folder.glob("run-*.wandb")
+        [run] = [r.run for r in run_records(file) if r.WhichOneof("record_type") == "run"]
+        config = {item.key: json.loads(item.value_json) for item in run.config.update}
+        runs[run.run_id] = (run.run_group, run.display_name, config["seed"])
+    assert len(runs) == 2 and all(folder.name.endswith(i) for folder, i in
+                                  zip(sorted(save_dir.glob("wandb/offline-run-*")), runs, strict=True))
+    assert sorted(runs.values()) == [("finetune-sweep-lr", "sweep_seed1", 1), ("finetune-sweep-lr", "sweep_seed2", 2)]
+    for seed in (1, 2):  # each job's own curve and metrics, beside its run
+        assert json.loads((tmp_path / f"finetune/sweep_seed{seed}/metrics.json").read_text())["seed"] == seed

@@ -1,9 +1,11 @@
 """The paper's claims as paired contrasts, on synthetic results whose differences are set by hand
 (tests/report_data.py): a clear win is reproduced, a reversed one contradicted, a tie unresolved, a missing
-side not measured; the intervals are `bertlab.report.stats.compare`'s on the cells' per-item files."""
+side not measured; the intervals are `bertlab.report.stats.compare`'s on the cells' per-item files. The claims and
+tables are the tests' own study (tests/study.yaml), so the counts below are that study's."""
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +15,15 @@ from omegaconf import OmegaConf
 
 from bertlab.errors import UserError
 from bertlab.report import collect, stats
+from bertlab.report.cells import columns_of
 from bertlab.report.claims import Finding, check_claims
+from bertlab.report.collect import Results
 from bertlab.report.markdown import findings_section
-from bertlab.report.tables import paper_effect
+from bertlab.report.tables import paper, paper_effect, row_shape, rows
 from bertlab.stage import CONF_DIR
-from tests.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, write_data
+from tests.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, study, write_data
 
-SPEC: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))
+SPEC: dict[str, Any] = study()
 FAST = SPEC | {"bootstrap": {"draws": 1000, "seed": 0, "level": 0.95}}
 
 
@@ -41,8 +45,9 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Finding]:
 
 def test_a_clear_win_is_reproduced(found) -> None:
     mrpc = pair(found["nsp_helps"], "mrpc")
-    c = mrpc.contrast  # BERT 80, 82, 84 (3 seeds) against No NSP 55 on the same 200 items
-    assert (c.estimate, c.verdict, c.n_items, c.runs_a, c.runs_b) == (pytest.approx(27.0), stats.REPRODUCED, 200, 3, 1)
+    c = mrpc.contrast  # BERT 80, 82, 84 (3 seeds) against No NSP 55 on the same 200 items, one pretraining run each
+    assert (c.estimate, c.verdict, c.n_items, mrpc.seeds) == (pytest.approx(27.0), stats.REPRODUCED, 200, (3, 1))
+    assert (c.runs_a, c.runs_b) == (1, 1)
     assert 0 < c.low < 27.0 < c.high and mrpc.reason == ""
     squad = pair(found["mlm_beats_ltr"], "squad").contrast  # F1 70 vs 40 on 100 questions
     assert (squad.estimate, squad.verdict) == (pytest.approx(30.0), stats.REPRODUCED)
@@ -59,14 +64,17 @@ def test_a_tie_is_unresolved(found) -> None:
 
 
 def test_the_interval_is_stats_compare_on_the_cells_items(found, tmp_path: Path) -> None:
-    """The same numbers as calling `stats.compare` by hand on the three BERT seeds and the No NSP run."""
+    """The same numbers as calling `stats.compare` by hand on the three BERT seeds and the No NSP run: the
+    Multi-Bootstrap with one pretraining run a side, draw for draw."""
     def cols(run: dict) -> dict[str, np.ndarray]:
         return {k: np.asarray(v) for k, v in run["_items"]["model"].items()}
 
     bert = [cols(r) for r in FINETUNE if r["encoder"] == "bert" and r["task"] == "mrpc"]
     nonsp = [cols(r) for r in FINETUNE if r["encoder"] == "nonsp" and r["task"] == "mrpc"]
-    assert pair(found["nsp_helps"], "mrpc").contrast == stats.compare(bert, nonsp, "classification", "accuracy",
-                                                                     **FAST["bootstrap"])
+    ours, by_hand = pair(found["nsp_helps"], "mrpc").contrast, stats.compare(bert, nonsp, "classification",
+                                                                            "accuracy", **FAST["bootstrap"])
+    assert (ours.estimate, ours.low, ours.high, ours.verdict) == (by_hand.estimate, by_hand.low, by_hand.high,
+                                                                  by_hand.verdict)
 
 
 def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
@@ -151,16 +159,39 @@ def test_a_non_finite_metric_is_not_measured(tmp_path: Path) -> None:
     ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "better": "bert-finetune",
       "than": {"encoder": "big"}}, r"claims\[0\].than: give one or a list of rows"),
     ({"id": "x", "table": "table5", "text": "t", "also": ["nope"]}, r"claims\[0\].also"),
-    ({"id": "x", "table": "table5", "text": "t", "columns": ["mrpc"], "by_size": True}, r"claims\[0\].by_size"),
 ])
 def test_a_bad_claim_is_an_error_naming_it(tmp_path: Path, claim: dict, message: str) -> None:
     with pytest.raises(UserError, match=r"ablations\." + message):
         claims(tmp_path, spec=FAST | {"claims": [claim]})
 
 
+def test_a_rows_shape_is_its_encoders_model_preset(tmp_path: Path) -> None:
+    """Table 6's rows declare no shape: each is its encoder's last `model=L<l>_H<h>_A<a>`. A size claim on a row
+    whose encoder names no such preset, or a row declaring a shape that is not its preset's, is one line naming it."""
+    assert {name: row["shape"] for name, row in rows(SPEC, "table6").items()} == {
+        "L3_H768_A12-finetune": "3/768/12", "L6_H768_A3-finetune": "6/768/3", "L6_H768_A12-finetune": "6/768/12",
+        "L12_H768_A12-finetune": "12/768/12", "L12_H1024_A16-finetune": "12/1024/16",
+        "L24_H1024_A16-finetune": "24/1024/16"}
+    assert row_shape({"encoders": {"big": ["model=L3_H768_A12", "objective=mlm", "model=L6_H768_A3"]}},
+                     "big-finetune") == "6/768/3"
+    assert row_shape({"encoders": {"big": ["model=base"]}}, "big-finetune") is None
+    (size_ppl,) = [c for c in FAST["claims"] if c["id"] == "size_ppl"]
+    base = FAST | {"encoders": FAST["encoders"] | {"L3_H768_A12": ["objective=mlm_nsp", "model=base"]},
+                   "claims": [size_ppl]}
+    with pytest.raises(UserError, match=r"^ablations\.claims\[0\]\.by_size: the rows of table6 need encoders of a "
+                                        r"paper shape's model preset \(model=L<layers>_H<hidden>_A<heads>\)$"):
+        claims(tmp_path, spec=base)
+    stale = copy.deepcopy(FAST)
+    stale["tables"]["table6"]["rows"]["L3_H768_A12-finetune"]["shape"] = "6/768/12"
+    with pytest.raises(UserError, match=r"^ablations\.tables\.table6\.rows\.L3_H768_A12-finetune\.shape='6/768/12': "
+                                        r"its encoder's model preset is 3/768/12 \(leave `shape` out"):
+        claims(tmp_path, spec=stale)
+
+
 def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     md = "\n".join(findings_section(FAST, list(found.values())))
-    assert "does not hold" not in md and "holds" not in md
+    assert "does not hold" not in md  # "holds" is only the family-wise reading: the legend's, and the Holm column's
+    assert md.count("holds") == 1 + len(re.findall(r"\| holds \(p [<\d]", md))
     assert "| MRPC | BERT_BASE | No NSP | +27.0 [+" in md
     # each verdict in bold, then what its interval says of the paper's A - B (Table 5: MRPC +0.2, SST-2 +0.1)
     assert ("| 200 × 3/1 | 300 updates, 4,800 examples | **reproduced**; the paper's +0.2 is outside the interval "
@@ -176,7 +207,7 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
             "0 unresolved at this scale, 9 not measured of 14 pairs") in md
     assert md.count("cover held-out instances only: each encoder has one pretraining run") == 2  # size, unigram
     assert "| LM ppl | BERT_BASE | 0.5 × unigram | 0.044 [0.04" in md
-    assert "(1000 draws" in md
+    assert "(1,000 draws" in md
     assert "the paper's is outside it (above it: the effect here is smaller than the paper's" in md  # the legend
 
 
@@ -205,7 +236,10 @@ def test_claims_json_holds_every_contrast_and_metrics_json_their_verdict_counts(
         "not_measured": verdicts.count("not measured")}
     assert sum(counts[k] for k in ("reproduced", "contradicted", "unresolved", "not_measured")) == len(verdicts)
     assert counts["beyond_unigram.bert"] == pytest.approx(40 / 900, abs=1e-4)
-    assert len(counts) == 5  # one line of `dvc metrics show`
+    familywise = [p["familywise"] or p["verdict"] for c in out["claims"].values() for p in c["pairs"].values()]
+    assert {k: counts[f"familywise_{k}"] for k in ("reproduced", "contradicted")} == {
+        "reproduced": familywise.count("reproduced"), "contradicted": familywise.count("contradicted")}
+    assert len(counts) == 8  # one line of `dvc metrics show`
 
 
 def test_perplexity_against_a_multiple_of_its_unigram_floor(found, tmp_path: Path) -> None:
@@ -250,7 +284,8 @@ def test_an_unresolved_interval_still_says_whether_it_admits_the_papers_effect(f
     spec = copy.deepcopy(FAST)
     spec["tables"]["table5"]["rows"]["nonsp-finetune"]["paper"]["sst2"] = 72.7
     far = pair(claims(tmp_path, spec=spec)["nsp_helps"], "sst2")
-    assert far.contrast == tie.contrast and far.paper == pytest.approx(20.0)
+    assert (far.contrast.low, far.contrast.high) == (tie.contrast.low, tie.contrast.high)
+    assert far.paper == pytest.approx(20.0)
     assert far.reading == "unresolved at this scale; the paper's +20.0 is outside the interval (above it)"
 
 
@@ -274,3 +309,33 @@ def test_perplexity_pairs_have_no_paper_effect(found) -> None:
     assert ppl.reading == stats.REPRODUCED
     (unigram,) = found["beyond_unigram"].pairs
     assert (unigram.paper, unigram.compressed, unigram.reading) == (None, False, stats.REPRODUCED)
+
+
+# ---------------------------------------------------------------------------- the live declaration: properties only
+
+DECLARED: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))
+
+
+def test_each_declared_claim_compares_rows_of_its_own_table() -> None:
+    """conf/ablations/default.yaml, whatever it declares: every claim passes the report's checks and names rows of
+    its table; with no results, each of its pairs is "not measured"."""
+    found = check_claims(DECLARED, Results([], {}, {}, {}, {}, {}, ""))
+    assert [f.id for f in found] == [c["id"] for c in DECLARED["claims"]]
+    for claim, finding in zip(DECLARED["claims"], found):
+        table_rows = set(DECLARED["tables"][claim["table"]]["rows"])
+        named = {r for key in ("better", "than") for r in (claim[key] if isinstance(claim.get(key), list)
+                                                            else [claim.get(key)]) if r}
+        assert named <= table_rows, claim["id"]
+        assert {s.row for p in finding.pairs for s in (p.a, p.b) if s.row} <= table_rows, claim["id"]
+        assert {p.contrast.verdict for p in finding.pairs} <= {stats.NOT_MEASURED}, claim["id"]
+
+
+def test_every_declared_task_has_a_column_and_the_papers_numbers_fill_theirs() -> None:
+    """Each table's tasks have a column; each of the paper's tables has the paper's numbers, in its own columns
+    only, and a column the paper gives for one of its rows it gives for all of them (a column the paper's table
+    lacks, such as CoLA in Table 5, for none)."""
+    for name, table in DECLARED["tables"].items():
+        assert set(table["tasks"]) <= set(DECLARED["columns"]), name
+        numbered = [set(paper(DECLARED, name, row or {})) for row in table["rows"].values() if (row or {}).get("paper")]
+        assert bool(numbered) == table["title"].startswith("Table "), name  # the paper's tables, not ours
+        assert all(n == numbered[0] <= set(columns_of(name, DECLARED)) for n in numbered), name

@@ -9,10 +9,11 @@ from omegaconf import OmegaConf
 
 from bertlab.data.tasks import Task
 from bertlab.errors import UserError
-from bertlab.evaluate import GlueEvaluator
+from bertlab.kinds.base import Lengths
+from bertlab.kinds.classification import GlueEvaluator
 from bertlab.stage import CONF_DIR
 from bertlab.tokenizer import train_tokenizer
-from bertlab.training.kinds import Lengths
+from bertlab.training.recipe import DataSettings
 from bertlab.training.task_datamodule import TaskDataModule, subsample
 
 SST2 = Task(name="sst2", kind="classification", hub_id="x", config="x", text_columns=("sentence",),
@@ -59,7 +60,8 @@ def task_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
 
 def test_the_module_prepares_rows_loaders_and_evaluators_once(task_dir: tuple) -> None:
     path, tokenizer = task_dir
-    dm = TaskDataModule(SST2, path, tokenizer, Lengths(16), batch_size=8, max_train_examples=12, max_eval_examples=10)
+    dm = TaskDataModule(SST2, path, tokenizer, Lengths(16),
+                        DataSettings(batch_size=8, max_train_examples=12, max_eval_examples=10))
     dm.setup("fit")
     rows, evaluator = dm.train_rows, dm.evaluators[0]
     assert (dm.train_examples, dm.eval_examples, len(rows)) == (12, {"validation": 10}, 12)
@@ -78,4 +80,4 @@ def test_a_missing_split_is_a_user_error(task_dir: tuple) -> None:
     path, tokenizer = task_dir
     task = Task(**{**SST2.__dict__, "eval_splits": ("validation", "validation_matched")})
     with pytest.raises(UserError, match="lacks the split\\(s\\) validation_matched"):
-        TaskDataModule(task, path, tokenizer, Lengths(16), batch_size=8).setup("fit")
+        TaskDataModule(task, path, tokenizer, Lengths(16), DataSettings(batch_size=8)).setup("fit")

@@ -7,7 +7,10 @@ import pytest
 from seqeval.metrics.sequence_labeling import get_entities
 
 from bertlab.data.tasks import Task
-from bertlab.evaluate import GlueEvaluator, SquadEvaluator, TaggingEvaluator, entity_counts, items_and_floor
+from bertlab.evaluate import items_and_floor
+from bertlab.kinds.classification import GlueEvaluator
+from bertlab.kinds.span import SquadEvaluator
+from bertlab.kinds.tagging import TaggingEvaluator, entity_counts
 from bertlab.metrics import entity_f1, glue_metrics
 
 TAGS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")

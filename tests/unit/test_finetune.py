@@ -12,7 +12,8 @@ from omegaconf import OmegaConf
 from seqeval.metrics.sequence_labeling import get_entities
 from tokenizers import Tokenizer
 
-from bertlab.data.tasks import Task, pad_collate
+from bertlab.data.encoding import pad_collate
+from bertlab.data.tasks import Task
 from bertlab.errors import UserError
 from bertlab.files import write_json
 from bertlab.finetune import finetune
@@ -24,6 +25,7 @@ from bertlab.runs import run_files
 from bertlab.stage import CONF_DIR
 from bertlab.training import probe
 from bertlab.training.finetune_module import FinetuneModule
+from bertlab.training.recipe import ModuleSettings
 from bertlab.training.task_datamodule import subsample
 from tests.helpers import cell_dir, finetune_config, save_encoder
 
@@ -217,7 +219,8 @@ def make_module(finetune_data: Path, **kwargs) -> FinetuneModule:
     task = Task(name="sst2", kind="classification", hub_id="x", config="x", text_columns=("sentence",),
                 label_column="label", num_labels=2, train_split="train", eval_splits=("validation",),
                 metric="accuracy")
-    return FinetuneModule(model.encoder, task, **kwargs)
+    causal = kwargs.pop("causal", False)
+    return FinetuneModule(model.encoder, task, ModuleSettings(**kwargs), causal=causal)
 
 
 def test_head_lr_gives_the_head_its_own_learning_rate(finetune_data: Path) -> None:

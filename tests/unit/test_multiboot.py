@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bertlab.report import multiboot, stats
-from bertlab.report.multiboot import multi_bootstrap
+from bertlab.report.multiboot import MultiContrast, multi_bootstrap
 
 Side = list[list[dict[str, np.ndarray]]]
 
@@ -123,6 +123,24 @@ def test_a_settled_verdict_keeps_to_the_bootstrap_seed() -> None:
     single = [run[:1] for run in a]  # one seed a run, so both sides draw the very same seeds
     tie = multi_bootstrap(single, single, "classification", "accuracy", paired=True, draws=500)
     assert (tie.estimate, tie.low, tie.high, tie.p_value, tie.settled) == (0.0, 0.0, 0.0, 1.0, False)
+
+
+def test_a_discrete_metrics_edge_is_not_settled() -> None:
+    """Draws on a lattice (100 items: F1 in whole points): 220 of 10,000 at 0, the rest at +1. The 2.5% quantile is +1
+    and the order statistics around it agree (Monte-Carlo error 0), yet another seed draws Binomial(10,000, 0.022)
+    at or below 0, 1.9 of the end's binomial SDs (15.6 draws) from the 250 that put the end on 0: not settled. 150 at
+    0 (6.4 SDs) is."""
+    def at_zero(count: int) -> MultiContrast:
+        draws = np.r_[np.zeros(count), np.ones(10_000 - count)]
+        low, high = np.quantile(draws, [0.025, 0.975])
+        return MultiContrast(0.9, low, high, stats.REPRODUCED, 100, 1, 1, True, float(np.std(draws)), 0.04,
+                             multiboot.mc_error(draws, 0.025), (), (), math.nan, math.nan, draws)
+
+    edge, clear = at_zero(220), at_zero(150)
+    assert (edge.low, edge.mc_error, edge.settled) == (1.0, 0.0, False)
+    assert (clear.low, clear.settled) == (1.0, True)
+    reseeded = np.random.default_rng(0).binomial(10_000, 0.022, 2000)  # the draws at or below 0 under other seeds
+    assert 0.01 < np.mean(reseeded >= 250) < 0.05  # the end reaches 0 under some seeds
 
 
 def test_variance_parts() -> None:

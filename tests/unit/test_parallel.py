@@ -12,6 +12,7 @@ from bertlab.data.sampler import SeededBatches
 from bertlab.data.tasks import Task
 from bertlab.modeling.model import BertConfig, BertEncoder
 from bertlab.training.finetune_module import FinetuneModule
+from bertlab.training.recipe import ModuleSettings
 from bertlab.training.pretrain_module import PretrainModule
 
 # -- no unused parameters (what lets plain DDP run), checked without processes ----------------------------------
@@ -62,8 +63,8 @@ def test_pretraining_trains_exactly_the_parameters_in_its_loss(objective: str, n
 def test_finetuning_trains_exactly_the_parameters_in_its_loss(kind: str, mode: str, bilstm: bool,
                                                               causal: bool) -> None:
     labels = {"classification": 2, "regression": 1, "span": 2, "tagging": 3}[kind]
-    module = FinetuneModule(BertEncoder(TINY_CONFIG), toy_task(kind, labels), mode=mode, bilstm=bilstm, causal=causal,
-                            features="sum_all")
+    module = FinetuneModule(BertEncoder(TINY_CONFIG), toy_task(kind, labels),
+                            ModuleSettings(mode=mode, bilstm=bilstm, features="sum_all"), causal=causal)
     module.train()
     b = batch(kind)
     module.kind.loss(module(b), b).backward()

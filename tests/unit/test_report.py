@@ -1,4 +1,5 @@
-"""The ablations report on synthetic results (tests/report_data.py): tables, floors, files, W&B."""
+"""The ablations report on synthetic results (tests/report_data.py) of the tests' own study (tests/study.yaml):
+tables, floors, files, W&B."""
 
 import csv
 import json
@@ -8,23 +9,30 @@ from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from bertlab import ablations
 from bertlab.errors import UserError
 from bertlab.report import cells, collect, stats
 from bertlab.report.collect import Results
 from bertlab.stage import CONF_DIR
-from tests.report_data import BASE, FINETUNE, LOSS_CSV, MANIFEST, PRETRAIN, SMALL, ft, pre, write_data
+from tests.report_data import BASE, FINETUNE, LOSS_CSV, MANIFEST, PRETRAIN, SMALL, ft, pre, study, write_data
 
-SPEC: dict[str, Any] = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "ablations" / "default.yaml"))
+SPEC: dict[str, Any] = study()
 
 
 def config(tmp_path: Path, *overrides: str):
+    """The report stage's config at the smoke profile, its study the tests' own (the bootstrap: as `overrides` set
+    it)."""
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("config", overrides=[
+        cfg = compose("config", overrides=[
             "profile=smoke", f"data_dir={tmp_path / 'data'}", f"ablations.report_dir={tmp_path / 'reports'}",
             "logger=none", *overrides])
+    with open_dict(cfg):
+        for key, value in SPEC.items():
+            if key != "bootstrap":
+                cfg.ablations[key] = value
+    return cfg
 
 
 @pytest.fixture(scope="module")
@@ -317,9 +325,9 @@ def test_wandb_offline_run(built, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_deviations_name_each_setting_that_departs_from_the_paper() -> None:
     from bertlab.report.deviations import deviations
 
-    recipe = SPEC["paper_recipe"]
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cpu, paper = compose("config", overrides=["profile=cpu"]), compose("config", overrides=["profile=paper"])
+    recipe = OmegaConf.to_container(cpu.ablations.paper_recipe)  # the declared recipe
     lines = deviations(cpu, recipe)
     assert "pretraining steps (Tables 5 and 7): `pretrain.max_steps` = 2400 (the paper: 1000000)" in lines
     assert "masking rate: `objective.mlm_probability` = 0.4 (the paper: 0.15)" in lines
@@ -361,7 +369,8 @@ def test_the_summary_says_what_the_encoder_learned(built) -> None:
                           "its L2 strength chosen by cross-validated log-loss on the training examples only: the "
                           "same procedure for both encoders.")
     assert re.fullmatch(r"- The paper's claims on our runs: \d+ reproduced, \d+ contradicted, \d+ unresolved at this "
-                        r"scale, \d+ not measured of \d+ pairs\.", summary[2])
+                        r"scale, \d+ not measured of \d+ pairs; family-wise \(Holm within each table\): \d+ "
+                        r"reproduced, \d+ contradicted\.", summary[2])
 
 
 def test_an_encoder_at_its_floor_is_said_to_have_not_learned_enough(tmp_path: Path) -> None:
@@ -419,3 +428,15 @@ def test_each_cells_floor_is_bootstrapped_once_for_the_tables_and_the_claims(
     ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
     # distinct sides: every (row, column) a table shows or a claim compares; a row in two tables is one cell
     assert calls and len(calls) == len(set(calls))
+
+
+def test_the_report_goes_to_reports_in_the_pipeline_and_under_out_dir_by_hand() -> None:
+    """By hand the report replaced the committed `reports/`; the pipeline's run (as the configs stage composes it)
+    still writes there, and an override wins either way."""
+    from bertlab.configs import PIPELINE_OUTPUTS
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        assert ablations.report_folder(compose("config")) == Path("data/hand/reports")
+        assert ablations.report_folder(compose("config", ["data_dir=d"])) == Path("d/hand/reports")
+        assert ablations.report_folder(compose("config", PIPELINE_OUTPUTS)) == Path("reports")
+        assert ablations.report_folder(compose("config", ["ablations.report_dir=mine"])) == Path("mine")

@@ -3,19 +3,23 @@ implement; the catalogue of bad inputs through the stages: tests/e2e/test_bad_in
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 from hydra import compose, initialize_config_dir
 
 from bertlab.errors import UserError
+from bertlab.kinds import KINDS
 from bertlab.modeling.features import FEATURES
-from bertlab.settings import CHOICES, check, check_name
+from bertlab import kinds, settings
+from bertlab.settings import CHOICES, check, check_name, check_presets, preset_shape
 from bertlab.stage import CONF_DIR
 from bertlab.tokenizer import new_tokenizer
-from bertlab.training.kinds import KINDS
 
 
 def test_each_choice_names_what_the_code_implements() -> None:
-    assert tuple(KINDS) == CHOICES["task.kind"]
+    assert sorted(KINDS) == list(CHOICES["task.kind"])  # settings names them by their modules, without importing them
     assert FEATURES == CHOICES["finetune.features"]
     for kind in CHOICES["tokenizer.kind"]:
         new_tokenizer(kind, lowercase=True)
@@ -74,6 +78,7 @@ def test_a_probe_it_cannot_fit_is_refused_at_the_door(overrides: list[str], mess
         cfg = compose(config_name="config", overrides=["profile=smoke", "finetune.mode=probe", *overrides])
     with pytest.raises(UserError) as err:
         check(cfg)
+        kinds.check(cfg)  # what settings cannot tell without the kinds (the fine-tuning and configs stages run it)
     assert str(err.value) == message
 
 
@@ -82,3 +87,44 @@ def test_a_probe_it_cannot_fit_is_refused_at_the_door(overrides: list[str], mess
 def test_a_probe_it_can_fit_passes(overrides: list[str]) -> None:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         check(compose(config_name="config", overrides=["profile=smoke", "finetune.mode=probe", *overrides]))
+
+
+def test_every_preset_named_by_a_shape_has_it() -> None:
+    """conf/model/L<layers>_H<hidden>_A<heads>.yaml: at model_scale 1 its numbers are its name's, and the profile's
+    model_scale shrinks layers and widths, never heads."""
+    presets = [p.stem for p in (Path(CONF_DIR) / "model").glob("*.yaml") if preset_shape(p.stem)]
+    assert presets and preset_shape("L24_H1024_A16") == (24, 1024, 16) and preset_shape("base") is None
+    check_presets()
+    for name in presets:
+        layers, hidden, heads = preset_shape(name)
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            m = compose(config_name="config", overrides=["profile=cpu", f"model={name}"]).model  # depth 3, width 4
+        assert (m.name, m.num_layers, m.hidden_size, m.num_heads) == (name, max(1, layers // 3), hidden // 4, heads)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("shrink:8,", "shrink:6,"), "conf/model/L8_H768_A12.yaml: the shape is 6/768/12 (layers/hidden/heads), not the "
+                                 "8/768/12 its name says"),
+    (("num_heads: 12", "num_heads: 3"), "conf/model/L8_H768_A12.yaml: the shape is 8/768/3 (layers/hidden/heads), "
+                                        "not the 8/768/12 its name says"),
+    (("name: L8_H768_A12", "name: L6_H768_A12"), "conf/model/L8_H768_A12.yaml: name: 'L6_H768_A12', not "
+                                                 "'L8_H768_A12' (the file's name)"),
+])
+def test_a_preset_whose_numbers_are_not_its_name_stops_the_run_at_the_door(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: tuple[str, str], message: str) -> None:
+    """A new size copied from another preset and not fully edited: any stage stops, whatever model it runs."""
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    good = (conf / "model" / "L6_H768_A12.yaml").read_text().replace("6/768/12", "8/768/12").replace(
+        "L6_", "L8_").replace("shrink:6,", "shrink:8,")
+    (conf / "model" / "L8_H768_A12.yaml").write_text(good)
+    monkeypatch.setattr(settings, "CONF_DIR", conf)
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["profile=smoke", "model=L8_H768_A12"])
+        base = compose(config_name="config", overrides=["profile=smoke"])  # BERT-base's shape
+    check(cfg)  # the preset as it should be
+    (conf / "model" / "L8_H768_A12.yaml").write_text(good.replace(*edit))
+    for composed in (cfg, base):
+        with pytest.raises(UserError) as err:
+            check(composed)
+        assert str(err.value) == message

@@ -6,7 +6,6 @@ import logging
 import re
 
 import pytest
-from omegaconf import OmegaConf
 
 from bertlab.errors import UserError
 from bertlab.training.trainer import num_nodes, progress_bar, split_batch
@@ -50,7 +49,7 @@ def test_num_nodes_reads_the_launcher_lightning_detects(monkeypatch: pytest.Monk
         monkeypatch.delenv(var, raising=False)
     for var, value in env.items():
         monkeypatch.setenv(var, value)
-    assert num_nodes(OmegaConf.create({"num_nodes": setting})) == nodes
+    assert num_nodes(setting) == nodes
 
 
 @pytest.mark.parametrize("terminal", [False, True])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +15,7 @@ from hydra import compose, initialize_config_dir
 
 from bertlab import tracking
 from bertlab.stage import CONF_DIR
+from bertlab.training.run_settings import LogSettings
 from bertlab.training.trainer import make_loggers
 
 
@@ -28,24 +31,33 @@ def test_an_online_wandb_start_that_fails_falls_back_to_offline_in_one_line(
         return "the offline run"
 
     monkeypatch.setattr(tracking, "wandb_unreachable", lambda: None)
+    monkeypatch.setattr(tracking, "fell_back", [])
+    monkeypatch.setenv(tracking.ERROR_REPORTING, "")  # restored (unset) after the test
+    monkeypatch.delenv(tracking.ERROR_REPORTING)
     assert tracking.start_wandb(start, False, "data/wandb") == "the offline run" and calls == [False, True]
-    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
-        "W&B cannot log online (RuntimeError: 401: invalid API key): logging offline under data/wandb instead "
-        "(upload later with `wandb sync`)"]
+    assert os.environ[tracking.ERROR_REPORTING] == "false"  # W&B's usage telemetry: off unless set
+    warning = ("W&B cannot log online (RuntimeError: 401: invalid API key): logging offline under data/wandb instead "
+               "(upload later with `wandb sync`)")
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [warning]
     calls.clear()
     assert tracking.start_wandb(start, True, "data/wandb") == "the offline run" and calls == [True]
+    calls.clear()  # the process's next online start (a multirun's next job): offline at once, with the same warning
+    monkeypatch.setattr(tracking, "wandb_unreachable", lambda: pytest.fail("the server was checked again"))
+    assert tracking.start_wandb(start, False, "data/wandb") == "the offline run" and calls == [True]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [warning, warning]
 
 
 def test_logger_offline_false_without_a_network_logs_offline_within_seconds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setattr(tracking, "fell_back", [])
     if tracking.wandb_unreachable() is None:
         pytest.skip("W&B's server answers from here: this test needs a machine without network")
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("config", overrides=["logger=wandb", "logger.offline=false", f"data_dir={tmp_path}"])
     start = time.perf_counter()
-    loggers = make_loggers(cfg, "pretrain", tmp_path / "run")
+    loggers = make_loggers(LogSettings.of(cfg), "pretrain", tmp_path / "run")
     assert time.perf_counter() - start < 15
     assert loggers[1]._offline and "W&B cannot log online" in caplog.text
     loggers[1].experiment.finish()
@@ -88,3 +100,25 @@ def test_a_dvc_experiments_wandb_runs_go_to_the_repository_not_its_temporary_cop
     assert tracking.lasting_dir("data/wandb", copy) == tmp_path / "repo/data/wandb"
     assert tracking.lasting_dir("data/wandb", tmp_path / "repo") == Path("data/wandb")
     assert tracking.lasting_dir(tmp_path / "w", copy) == tmp_path / "w"
+
+
+def test_each_job_finishes_its_wandb_run_failed_where_it_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multirun's next job reused the run still on (Lightning's WandbLogger), after a success or a failure."""
+    finished: list[int] = []
+
+    class Wandb:  # the wandb module as a job leaves it: a run on until finished
+        run: object | None = "a run"
+
+        def finish(self, exit_code: int) -> None:
+            finished.append(exit_code)
+            self.run = None
+
+    monkeypatch.setitem(sys.modules, "wandb", Wandb())
+    with tracking.one_run_per_job():
+        pass
+    sys.modules["wandb"].run = "the next job's run"
+    with pytest.raises(RuntimeError, match="diverged"), tracking.one_run_per_job():
+        raise RuntimeError("diverged")
+    with tracking.one_run_per_job():  # a job that started no run: nothing to finish
+        pass
+    assert finished == [0, 1]

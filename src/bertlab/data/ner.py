@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tokenizers import Tokenizer
 
-from bertlab.data.tasks import configured
+from bertlab.data.encoding import configured
 from bertlab.data.vocab import IGNORE_INDEX
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 from tokenizers import Tokenizer
 
-from bertlab.data.tasks import configured
+from bertlab.data.encoding import configured
 
 def encode_squad(
     tokenizer: Tokenizer,

@@ -2,13 +2,13 @@
 
 Self-pretraining (Krishna et al. 2022: "Downstream datasets make surprisingly good pretraining corpora"): at a
 tiny budget the encoder meets the tasks' vocabulary and style during pretraining. Only training-split text is
-used, never labels and never a dev or test split. Each row gives one line per text column (tagging: its words
-joined by spaces; span: each distinct context once); `lines` consecutive lines make a document.
+used, never labels and never a dev or test split. Each row gives one line per text column (or as its kind says,
+`bertlab.kinds`: tagging its words joined by spaces, span each distinct context once); `lines` consecutive lines
+make a document.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
@@ -16,22 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bertlab.data.tasks import Task
 from bertlab.errors import UserError
-
-
-def _lines(task: Task, split: datasets.Dataset) -> Iterator[str]:
-    if task.kind == "tagging":
-        for words in split[task.text_columns[0]]:
-            if words:
-                yield " ".join(words)
-        return
-    columns = task.text_columns[1:] if task.kind == "span" else task.text_columns  # span: (question, context)
-    seen: set[str] = set()
-    for row in split.select_columns(list(columns)):
-        for text in row.values():
-            text = " ".join(str(text).split())
-            if text and (task.kind != "span" or text not in seen):
-                seen.add(text)
-                yield text
+from bertlab.kinds import KINDS
 
 
 def task_documents(task: Task, task_dir: Path, lines: int) -> list[str]:
@@ -41,7 +26,7 @@ def task_documents(task: Task, task_dir: Path, lines: int) -> list[str]:
         raise UserError(f"corpus.task_text names {task.name!r}, whose data is not in {path} (run the download stage; "
                         "a task without data cannot add its text)")
     split = datasets.load_from_disk(str(path))[task.train_split]
-    text = list(_lines(task, split))
+    text = list(KINDS[task.kind].lines(task, split))
     return ["\n".join(text[i:i + lines]) for i in range(0, len(text), lines)]
 
 

@@ -16,6 +16,9 @@ from bertlab.report.tables import (PPL, encoder_of, in_row, matches, paper, pres
                                    table_names, tasks)
 
 
+RESAMPLING = ("draws", "seed", "level")  # `ablations.bootstrap`'s keys the resampling functions take
+
+
 @dataclass(frozen=True)
 class Cell:
     """Our number for one table cell over its runs (seeds), their per-item scores, and its floor."""
@@ -33,6 +36,7 @@ class Cell:
     floor_value: float | None = None
     floor_status: str = stats.NOT_MEASURED
     budget: str = ""  # the runs' fine-tuning budget: optimizer updates and training examples
+    features: str = ""  # the frozen-feature strategy its runs read (Table 7's; "" when fine-tuned whole or probed)
 
     @property
     def n(self) -> int:
@@ -109,8 +113,9 @@ def runs_cell(results: Results, columns: dict[str, Any], task: str, matching: li
     except KeyError as err:
         raise UserError(f"a {task} run has no metrics.{col['split']}.{col['metric']} ({err})") from err
     budget = "; ".join(sorted({budget_of(r) for r in ok}))
+    features = {r.get("features") or "" for r in ok if r.get("mode") == "feature_based"}
     cell = Cell(OK, tuple(math.nan if v is None else float(v) for v in raw), metric=col["metric"],  # None: not finite
-                budget=budget)
+                budget=budget, features=features.pop() if len(features) == 1 else "")
     missing = [r["name"] for r in ok if r["name"] not in results.items]
     if missing:
         return replace(cell, reason=f"no items.json for {', '.join(missing)}")
@@ -153,11 +158,17 @@ def side_cell(spec: dict[str, Any], results: Results, row: str, column: str) -> 
     return row_cell(results, spec["columns"], column, row)
 
 
+def resampling(bootstrap: dict[str, Any]) -> dict[str, Any]:
+    """The bootstrap's own settings of `ablations.bootstrap` (draws, seed, level), as the resampling functions take
+    them: not the power's assumed between-run SD (`run_sd`)."""
+    return {k: v for k, v in bootstrap.items() if k in RESAMPLING}
+
+
 def with_floor(cell: Cell, bootstrap: dict[str, Any]) -> Cell:
     """`cell` with its floor's value and whether the runs are above, at or below it (a paired bootstrap)."""
     if not cell.runs or cell.floor is None:
         return cell
-    status, _ = stats.floor_status(cell.runs, cell.floor, cell.kind, cell.metric, **bootstrap)
+    status, _ = stats.floor_status(cell.runs, cell.floor, cell.kind, cell.metric, **resampling(bootstrap))
     value = stats.score(cell.kind, cell.metric, cell.floor)
     return replace(cell, floor_value=value if math.isfinite(value) else None, floor_status=status)
 

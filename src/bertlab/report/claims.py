@@ -1,101 +1,84 @@
-"""The paper's claims as declared contrasts (`ablations.claims`), each decided by paired bootstrap (`bertlab.report.stats`).
+"""The paper's claims as declared contrasts (`ablations.claims`), each decided by paired bootstrap: the Multi-Bootstrap
+(`bertlab.report.multiboot`) with one pretraining run a side, which is `bertlab.report.stats.compare` draw for draw.
 
 A claim says "A is better than B" on some columns of one table; it expands into pairs (column, A, B): A and B are
 the cells of the rows (`<encoder>-<mode>`) its `better` and `than` name, or, with `by_size`, every two rows of the
 table whose models differ in non-embedding parameters, the larger as A. Its columns are its table's tasks, or its
 `columns`, and its `also`. Each pair gets A - B with its 95% interval and a verdict, the paper's own A - B from the
 rows' `paper` numbers (where both have one; never for perplexity) and where it lies against the interval, and whether a
-side is at (or below) its floor, where effects are compressed.
+side is at (or below) its floor, where effects are compressed. Beside the verdict: its power (`bertlab.report.power`:
+the MDE, and the pretraining runs a side the paper's effect needs at `bootstrap.run_sd`), its family-wise reading
+(Holm within the pair's table, `bertlab.report.family`), and whether an interval end lies within Monte-Carlo error of
+0. A pair whose sides are the models of an earlier pair's (Table 7's strategies that read the same hidden states at
+the encoder's depth, `feature_signature`) is counted once: marked, and left out of the counts and the family.
 A claim with `floor_ratio: r` says instead that A's held-out perplexity is at most r times its unigram floor's (on
-the same positions): each pair gets that ratio with its interval over held-out instances.
+the same positions): each pair gets that ratio with its interval over held-out instances (its own family).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import replace
 from itertools import combinations, product
 from typing import Any
 
 from bertlab.errors import UserError
-from bertlab.report import stats
-from bertlab.report.cells import PPL, Cell, CellOf, cell_lookup, side_cell
+from bertlab.modeling.features import feature_signature
+from bertlab.report import family, power, stats
+from bertlab.report.cells import PPL, Cell, CellOf, cell_lookup, resampling, side_cell
 from bertlab.report.collect import NOT_RUN, Results
+from bertlab.report.multiboot import MultiContrast, multi_bootstrap
+from bertlab.report.pairs import Finding, Pair, Side
 from bertlab.report.tables import (encoder_of, paper_effect, row_key, row_label, rows, shape_size, table_names,
                                    tasks)
 from bertlab.study import SEP
 
 
-@dataclass(frozen=True)
-class Side:
-    label: str  # the table row's label, or its `<encoder>-<mode>`
-    key: str
-    row: str  # `<encoder>-<mode>`: its cells are the runs `<task>-<row>-<seed>`
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One contrast of a claim: the paper says A is better than B in `column`."""
-
-    column: str
-    a: Side
-    b: Side
-    contrast: stats.Contrast
-    reason: str = ""  # why it was not measured
-    bound: float | None = None  # a ratio pair's: B is `bound` times A's floor
-    budget: str = ""  # the cells' fine-tuning budget (A's / B's where they differ)
-    paper: float | None = None  # the paper's own A - B (None: it gives no comparable number)
-    compressed: bool = False  # a side is at or below its floor
-
-    @property
-    def ratio(self) -> bool:
-        """Whether the contrast is A's perplexity over B's (B: `bound` times A's floor), not A - B."""
-        return self.bound is not None
-
-    @property
-    def name(self) -> str:
-        return f"{self.column}: {self.a.key} vs {self.b.key}"
-
-    @property
-    def paper_vs_interval(self) -> str | None:
-        """Where the paper's A - B lies against our interval: "inside", "above", "below", or None."""
-        return stats.against_paper(self.contrast, self.paper)
-
-    @property
-    def reading(self) -> str:
-        """The verdict with what the interval says of the paper's effect, and the floor's compression."""
-        return stats.reading(self.contrast, self.paper, self.compressed)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A claim of the paper and its pairs on our runs."""
-
-    id: str
-    table: str
-    text: str
-    pairs: tuple[Pair, ...]
-
-    @property
-    def summary(self) -> str:
-        """The one pair's verdict, the counts of each verdict over the pairs, or "not measured" with none run."""
-        if not self.pairs:
-            return f"{stats.NOT_MEASURED} (not run)"
-        if len(self.pairs) == 1:
-            return self.pairs[0].contrast.verdict
-        return stats.summarize([p.contrast for p in self.pairs])
-
-
-def contrast(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, Any]) -> tuple[stats.Contrast, str]:
-    """A - B over the cells' per-item scores, or "not measured" with the reason."""
+def _unmeasured(a: Cell, b: Cell, a_label: str, b_label: str) -> str:
+    """Why A - B cannot be measured on the two cells ("" when it can)."""
     why = [f"{label}: {cell.reason}" for label, cell in ((a_label, a), (b_label, b)) if cell.reason]
     if not why and (a.scored_on, a.n_items) != (b.scored_on, b.n_items):
         why = [f"{a_label} was scored on {a.n_items} {a.scored_on} items, {b_label} on {b.n_items} {b.scored_on}"]
+    return "; ".join(why)
+
+
+def contrast(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, Any]) -> tuple[stats.Contrast, str]:
+    """A - B over the cells' per-item scores (`stats.compare`: its runs are the cells' seeds), or "not measured" with
+    the reason."""
+    nan, why = math.nan, _unmeasured(a, b, a_label, b_label)
     if why:
-        nan = math.nan
-        return stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, len(a.runs), len(b.runs)), "; ".join(why)
-    result = stats.compare(a.runs, b.runs, a.kind, a.metric, **bootstrap)
+        return stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, len(a.runs), len(b.runs)), why
+    result = stats.compare(a.runs, b.runs, a.kind, a.metric, **resampling(bootstrap))
     return result, "" if result.verdict != stats.NOT_MEASURED else "the metric is not finite"
+
+
+def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, Any]) -> tuple[stats.Contrast, str]:
+    """A - B by the Multi-Bootstrap, each cell one pretraining run (`runs_a`, `runs_b`: 1) of its seeds: `contrast`'s
+    interval draw for draw, with the draws' SD, p-value and Monte-Carlo error; or "not measured" with the reason."""
+    nan, why = math.nan, _unmeasured(a, b, a_label, b_label)
+    if why:
+        return stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), why
+    result = multi_bootstrap([a.runs], [b.runs], a.kind, a.metric, paired=True, **resampling(bootstrap))
+    return result, "" if result.verdict != stats.NOT_MEASURED else "the metric is not finite"
+
+
+def _power(c: stats.Contrast, paper: float | None, run_sd: float | None,
+           alpha: float) -> tuple[float | None, float | None, str]:
+    """A measured contrast's MDE at 80% power (its design's: the draws' SD; with one pretraining run a side that
+    leaves the between-run variance out), the pretraining runs a side `paper`'s effect needs (at `run_sd` where the
+    between-run variance is unmeasured; None where there is no effect or no SD to size it with), and both in words."""
+    if not isinstance(c, MultiContrast) or c.verdict == stats.NOT_MEASURED:
+        return None, None, ""
+    design = power.power_of(c, paper, alpha=alpha)
+    sized = power.power_of(c, paper, None if run_sd is None else run_sd**2, alpha=alpha)
+    notes = [design.note] if design.note else []
+    if sized.runs_needed is not None:
+        at = f"at the assumed between-run SD of {run_sd:g} " if sized.note == power.ASSUMED else ""
+        runs = sized.runs_needed
+        notes.append(f"{at}the paper's {paper:+.1f} " + (
+            "cannot be decided at this scale: the dev items' noise alone exceeds it" if math.isinf(runs) else
+            f"needs {runs:.0f} pretraining run{'' if runs == 1 else 's'} a side"))
+    return design.mde, sized.runs_needed, "; ".join(notes)
 
 
 def _side(spec: dict[str, Any], table: str, row: str) -> Side:
@@ -142,7 +125,8 @@ def floor_ratio_pair(spec: dict[str, Any], results: Results, a: Side, bound: flo
     if reason:
         nan = math.nan
         return Pair(PPL, a, b, stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), reason, bound=bound)
-    return Pair(PPL, a, b, stats.ratio_to_floor(cell.runs[0], cell.floor, bound, **bootstrap), bound=bound)
+    return Pair(PPL, a, b, stats.ratio_to_floor(cell.runs[0], cell.floor, bound, **resampling(bootstrap)),
+                bound=bound)
 
 
 def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
@@ -158,16 +142,19 @@ def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
     if not set(claim.get("if_run", [])) <= set(spec["columns"]):
         raise UserError(f"{where}.if_run: {claim['if_run']!r} must be tasks of `ablations.columns`")
     if claim.get("by_size") and any("shape" not in row for row in rows(spec, claim["table"]).values()):
-        raise UserError(f"{where}.by_size: the rows of {claim['table']} have no `shape`")
+        raise UserError(f"{where}.by_size: the rows of {claim['table']} need encoders of a paper shape's model "
+                        "preset (model=L<layers>_H<hidden>_A<heads>)")
 
 
 def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = None) -> list[Finding]:
-    """Every declared claim, each pair decided by a paired bootstrap over items and seeds (`cell`: a `cell_lookup`
-    shared with the tables, so each side's floor is bootstrapped once)."""
+    """Every declared claim, each pair decided by a paired bootstrap over items and seeds with its power, pairs
+    repeating another's models counted once, and each table's pairs read family-wise (`cell`: a `cell_lookup` shared
+    with the tables, so each side's floor is bootstrapped once)."""
     bootstrap = spec.get("bootstrap", {})
+    alpha = 1 - bootstrap.get("level", 0.95)
     cell = cell or cell_lookup(spec, results)
 
-    findings, ids = [], set()
+    declared, ids = [], set()
     for i, claim in enumerate(spec.get("claims", [])):
         where = f"ablations.claims[{i}]"
         _check(spec, claim, where)
@@ -176,9 +163,8 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
         ids.add(claim["id"])
         table = claim["table"]
         if claim.get("floor_ratio") is not None:
-            findings.append(Finding(claim["id"], table, claim["text"], tuple(
-                floor_ratio_pair(spec, results, a, float(claim["floor_ratio"]), bootstrap)
-                for a in _sides(spec, claim, where, "better"))))
+            declared.append((claim, [floor_ratio_pair(spec, results, a, float(claim["floor_ratio"]), bootstrap)
+                                     for a in _sides(spec, claim, where, "better")]))
             continue
         if claim.get("by_size"):
             sides = size_pairs(spec, results, table)
@@ -189,11 +175,75 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
             cells = cell(a.row, column), cell(b.row, column)
             if column in claim.get("if_run", []) and any(c.status == NOT_RUN for c in cells):
                 continue
-            result, reason = contrast(*cells, a.label, b.label, bootstrap)
+            result, reason = decide(*cells, a.label, b.label, bootstrap)
             budgets = [c.budget for c in cells]
             budget = budgets[0] if budgets[0] == budgets[1] else " / ".join(x or "—" for x in budgets)
-            pairs.append(Pair(column, a, b, result, reason, budget=budget,
-                              paper=paper_effect(spec, table, a.row, b.row, column),
-                              compressed=any(c.at_floor for c in cells)))
-        findings.append(Finding(claim["id"], table, claim["text"], tuple(pairs)))
-    return findings
+            effect = paper_effect(spec, table, a.row, b.row, column)
+            mde, runs, note = _power(result, effect, None if column == PPL else bootstrap.get("run_sd"), alpha)
+            pairs.append(Pair(column, a, b, result, reason, budget=budget, paper=effect,
+                              compressed=any(c.at_floor for c in cells), seeds=(len(cells[0].runs), len(cells[1].runs)),
+                              mde=mde, runs_needed=runs, power_note=note, same_as=_repeat(results, a, b, cells)))
+        declared.append((claim, pairs))
+    findings = [Finding(c["id"], c["table"], c["text"], tuple(pairs)) for c, pairs in declared]
+    return _familywise(_count_once(findings, results, cell), alpha)
+
+
+Model = tuple[str, ...]
+
+
+def model_of(results: Results, row: str, cell: Cell) -> Model:
+    """What a side's cell is: its encoder and what its frozen features compute at the encoder's trained depth
+    (`feature_signature`: Table 7's "weighted sum all" and "last four" of 4 layers are one model), else its row."""
+    run = results.pretrain.get(encoder_of(row))
+    if not cell.features or not run:
+        return (row,)
+    combine, reads = feature_signature(cell.features, run["shape"]["num_layers"])
+    return encoder_of(row), combine, *map(str, reads)
+
+
+def _depth(results: Results, side: Side) -> str:
+    return f"{results.pretrain[encoder_of(side.row)]['shape']['num_layers']} layers"
+
+
+def _repeat(results: Results, a: Side, b: Side, cells: tuple[Cell, Cell]) -> str:
+    """Why a pair is no contrast at all: its two sides are one model at this depth ("" when they are not)."""
+    if a.row == b.row or model_of(results, a.row, cells[0]) != model_of(results, b.row, cells[1]):
+        return ""
+    return f"{a.label} and {b.label} are the same model at {_depth(results, a)}"
+
+
+def _count_once(findings: list[Finding], results: Results, cell: CellOf) -> list[Finding]:
+    """Mark each pair whose column and sides' models an earlier pair (of any claim) has: it is counted there."""
+    first: dict[tuple[str, Model, Model], Pair] = {}
+
+    def once(p: Pair) -> Pair:
+        if p.ratio or not p.counted:
+            return p
+        key = (p.column, *(model_of(results, s.row, cell(s.row, p.column)) for s in (p.a, p.b)))
+        q = first.setdefault(key, p)
+        if q is p:
+            return p
+        where = f"counted in {q.a.label} vs {q.b.label}"
+        if (p.a.row, p.b.row) == (q.a.row, q.b.row):  # the same rows, compared again by another claim
+            return replace(p, same_as=f"the same contrast: {where}")
+        mine, its = (p.a, q.a) if p.a.row != q.a.row else (p.b, q.b)
+        return replace(p, same_as=f"{mine.label} is the same model as {its.label} at {_depth(results, mine)}: {where}")
+
+    return [replace(f, pairs=tuple(once(p) for p in f.pairs)) for f in findings]
+
+
+def _familywise(findings: list[Finding], alpha: float) -> list[Finding]:
+    """Each table's counted, measured pairs read family-wise: Holm over their p-values at `alpha`
+    (`bertlab.report.family`)."""
+    members: dict[str, list[tuple[int, int]]] = {}
+    for i, f in enumerate(findings):
+        for j, p in enumerate(f.pairs):
+            if p.counted and isinstance(p.contrast, MultiContrast) and math.isfinite(p.contrast.p_value):
+                members.setdefault(f.table, []).append((i, j))
+    pairs = [list(f.pairs) for f in findings]
+    for where in members.values():
+        contrasts = [pairs[i][j].contrast for i, j in where]
+        for (i, j), p, verdict in zip(where, family.holm([c.p_value for c in contrasts]),
+                                      family.familywise(contrasts, alpha)):
+            pairs[i][j] = replace(pairs[i][j], holm_p=float(p), familywise=verdict)
+    return [replace(f, pairs=tuple(ps)) for f, ps in zip(findings, pairs)]

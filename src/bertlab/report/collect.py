@@ -1,5 +1,5 @@
 """Read what the other stages wrote: fine-tuning and pretraining metrics, their per-item files, loss curves and
-the download manifest (their formats: the docstrings of the stages that write them and of `bertlab.evaluate`)."""
+the download manifest (their formats: the docstrings of the stages that write them and of `bertlab.kinds`)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import numpy as np
 
 from bertlab.errors import UserError
 from bertlab.files import read_json
+from bertlab.kinds import KINDS
 from bertlab.study import NOT_RUN
 
 OK, NO_DATA = "ok", "no data"  # a run's status; NOT_RUN: the profile left it out (a cell's status: never run, too)
 STAGES = ("download", "tokenizer", "pretrain_data", "pretrain", "finetune", "ablations")  # in pipeline order
-ITEM_KINDS = {"classification", "regression", "span", "tagging"}
 Columns = dict[str, np.ndarray]
 
 
@@ -27,7 +27,7 @@ class Items:
     """One run's per-item scores and its floor's, on the same n items (a fine-tuning dev set or held-out set)."""
 
     scored_on: str  # what the items are: the dev split, or the held-out format and kind ("nsp masked-token")
-    kind: str  # `bertlab.report.stats` kind: classification | regression | span | tagging | lm
+    kind: str  # `bertlab.report.stats` kind: a task kind (`bertlab.kinds`), or lm
     n: int
     model: Columns
     floor: Columns
@@ -69,8 +69,8 @@ def read_items(path: Path) -> Items:
         floor = _columns(path, raw["floor"], n, set(model))
         if path.name == "heldout_items.json":
             return Items(f"{raw['format']} {raw['kind']}", "lm", n, model, floor, raw["floor"].get("name", ""))
-        if raw["kind"] not in ITEM_KINDS:
-            raise UserError(f"{path}: kind {raw['kind']!r} is not one of {sorted(ITEM_KINDS)}")
+        if raw["kind"] not in KINDS:
+            raise UserError(f"{path}: kind {raw['kind']!r} is not one of {sorted(KINDS)}")
         return Items(raw["split"], raw["kind"], n, model, floor, raw["floor"].get("name", ""))
     except (KeyError, TypeError, ValueError) as err:
         raise UserError(f"{path}: not a per-item file of the documented format ({err!r})") from err

@@ -7,10 +7,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bertlab.report import stats
+from bertlab.report import power, stats
 from bertlab.report.cells import PPL, Entry
-from bertlab.report.claims import Finding, Pair
 from bertlab.report.collect import NOT_RUN, OK, Results
+from bertlab.report.multiboot import DRAWS, SETTLED_Z
+from bertlab.report.pairs import Finding, Pair
 from bertlab.report.tables import encoder_of, rows, shape_text, table_names, tasks
 
 LEGEND = (
@@ -24,8 +25,8 @@ LEGEND = (
 VERDICTS = (
     "Each claim is the paper's \"A better than B\"; each pair shows A − B on our runs (points of the dev metric; for "
     "perplexity, in perplexity, where lower is better: a negative difference is A's win) with its {level:.0%} "
-    "paired-bootstrap interval ({draws} draws resampling the dev items, the same for A and B, and each side's "
-    "seeds), and a verdict: **{r}** (the interval excludes 0 in the paper's direction), **{c}** (it excludes 0 the "
+    "paired-bootstrap interval ({draws:,} draws resampling the dev items, the same for A and B{seeds}), and a "
+    "verdict: **{r}** (the interval excludes 0 in the paper's direction), **{c}** (it excludes 0 the "
     "other way), **{u}** (it includes 0), **{m}** (a side is missing, or its metric is not finite). Beside it, what "
     "the interval says of the paper's own A − B (from its numbers in the tables above): it admits it, or the paper's "
     "is outside it (above it: the effect here is smaller than the paper's, or of the other sign; below it: larger), "
@@ -33,6 +34,33 @@ VERDICTS = (
     "(the paper's is on another tokenizer and corpus). A side at (or below) its floor is flagged: there effects are "
     "compressed."
 )
+SEEDS = {  # what the intervals resample of the fine-tuning seeds, by whether the measured pairs' sides have several
+    (True, False): ", and each side's fine-tuning seeds",
+    (False, True): "; each side has one fine-tuning seed, so the variation between seeds is not in the interval",
+}
+SOME_SEEDS = (", and the fine-tuning seeds of a side that has more than one; a side with one seed, as the items × "
+              "seeds column shows, leaves the variation between seeds out of the interval")
+POWER = (
+    "Beside each verdict, its power and its family-wise reading. **MDE**: the smallest |A − B| the pair's design "
+    "detects with {power:.0%} power at a two-sided {alpha:g} level ({z:.2f} × the SD of the bootstrap's draws), and "
+    "whether the paper's |A − B| is above it (this design could have detected the paper's effect) or below it. Each "
+    "side is one pretraining run, so the variation between pretraining runs is in neither the interval nor the MDE "
+    "(a lower bound).{runs} **Holm**: Holm's correction of the pairs' two-sided bootstrap p-values (of A − B = 0) "
+    "within each table's measured pairs: a resolved verdict **holds** family-wise where its adjusted p is at most "
+    "{alpha:g}, and is **not family-wise** otherwise (the perplexity-over-floor claim is its own family). "
+    "{draws:,} draws put an interval end's Monte-Carlo error near 1% of the interval's width; a verdict whose end "
+    "another bootstrap seed could move onto or across 0 (the draws below 0 within {z_mc:g} binomial SDs of the end's "
+    "rank) is flagged **edge: depends on the bootstrap's seed**, with its ends' Monte-Carlo error."
+)
+RUNS = (" At an assumed between-run SD of {sd:g} points for an A − B margin (`ablations.bootstrap.run_sd`: a pilot's "
+        "three pretraining runs a side, NSP at the `cpu` recipe) the column gives the pretraining runs a side the "
+        "paper's effect would need, or \"cannot be decided at this scale\" where the dev items' noise alone exceeds "
+        "it, whatever the number of runs.")
+ONCE = ("Counted once: a pair whose sides are the models of an earlier pair's repeats its contrast: the same rows "
+        "in another claim, or a row that is the same model as another at the encoder's depth (it reads the same "
+        "hidden states and combines them alike, as Table 7's weighted sums of all layers and of the last four do at a "
+        "4-layer encoder). It is shown with its numbers, marked *counted once*, and left out of the verdict counts and "
+        "the family-wise reading.")
 PPL_NOTE = ("The perplexity intervals cover held-out instances only: each encoder has one pretraining run, so the "
             "variation between pretraining runs is not in them.")
 PROBE_NOTE = ("Each side's probe is a logistic regression on its frozen, standardised features (a sentence's mean "
@@ -128,21 +156,64 @@ def _difference(pair: Pair) -> str:
     return f"{c.estimate:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]"
 
 
+def _verdict(pair: Pair) -> str:
+    """The verdict in bold with its reading, the bootstrap-seed edge and why it was not measured; for a pair
+    repeating another's models, where it is counted."""
+    c = pair.contrast
+    if not pair.counted:
+        return f"*counted once*: {pair.same_as}"
+    edge = f"; **edge: depends on the bootstrap's seed** (Monte-Carlo error ±{c.mc_error:.2f})" if pair.edge else ""
+    return f"**{c.verdict}**{pair.reading.removeprefix(c.verdict)}{edge}" + (f" ({pair.reason})" if pair.reason else "")
+
+
+def _power(pair: Pair) -> str:
+    """The MDE, the paper's effect against it, and the pretraining runs a side it needs, or "—"."""
+    if pair.mde is None or not pair.counted:
+        return "—"
+    parts = [f"{pair.mde:.{2 if pair.column == PPL else 1}f}"]
+    if pair.paper_vs_mde:
+        parts.append(f"the paper's {pair.paper:+.1f} {pair.paper_vs_mde} it")
+    if pair.runs_needed is not None:
+        n = pair.runs_needed
+        parts.append("cannot be decided at this scale" if math.isinf(n) else f"{n:.0f} run{'s' * (n > 1)} a side")
+    return "; ".join(parts)
+
+
+def _holm(pair: Pair) -> str:
+    """Whether a resolved verdict holds family-wise, with its Holm-adjusted p; "—" for any other."""
+    if pair.holm_p is None or pair.contrast.verdict not in (stats.REPRODUCED, stats.CONTRADICTED):
+        return "—"
+    p = "< 0.001" if pair.holm_p < 0.001 else f"{pair.holm_p:.3f}"
+    return f"holds (p {p})" if pair.familywise == pair.contrast.verdict else f"not family-wise (p {p})"
+
+
 def _pair_row(pair: Pair, label: dict[str, str]) -> list[str]:
     c = pair.contrast
-    size = f"{c.n_items} × {c.runs_a}/{c.runs_b}" if c.n_items else "—"
-    verdict = f"**{c.verdict}**{pair.reading.removeprefix(c.verdict)}" + (f" ({pair.reason})" if pair.reason else "")
+    size = f"{c.n_items} × {pair.seeds[0]}/{pair.seeds[1]}" if c.n_items else "—"
     return [label.get(pair.column, "LM ppl"), pair.a.label, pair.b.label, _difference(pair), size,
-            pair.budget or "—", verdict]
+            pair.budget or "—", _verdict(pair), _power(pair), _holm(pair)]
+
+
+def legend(boot: dict[str, Any], findings: list[Finding]) -> list[str]:
+    """The findings' legend: what a pair shows (the fine-tuning seeds resampled as the measured task pairs' sides
+    have them), its power and family-wise reading, and, where a pair repeats another's models, how it is counted."""
+    pairs = [p for f in findings for p in f.pairs if p.counted and p.contrast.n_items and p.column != PPL]
+    several = {n > 1 for p in pairs for n in p.seeds}
+    alpha = round(1 - boot["level"], 6)
+    runs = RUNS.format(sd=boot["run_sd"]) if boot.get("run_sd") is not None else ""
+    seeds = SEEDS.get((True in several, False in several), SOME_SEEDS)  # all several, all one; else mixed (or none)
+    lines = [VERDICTS.format(level=boot["level"], draws=boot["draws"], seeds=seeds, r=stats.REPRODUCED,
+                             c=stats.CONTRADICTED, u=stats.UNRESOLVED, m=stats.NOT_MEASURED),
+             "", POWER.format(power=0.8, alpha=alpha, z=power.z_sum(alpha), runs=runs, draws=boot["draws"],
+                              z_mc=SETTLED_Z)]
+    return lines + (["", ONCE] if any(not p.counted for f in findings for p in f.pairs) else [])
 
 
 def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]:
     """Each claim with its verdict summary, then a table of its pairs."""
     label = {t: c["label"] for t, c in spec["columns"].items()}
-    boot = {"draws": 2000, "level": 0.95} | spec.get("bootstrap", {})
-    lines = ["## Findings: the paper's claims as paired contrasts", "",
-             VERDICTS.format(level=boot["level"], draws=boot["draws"], r=stats.REPRODUCED, c=stats.CONTRADICTED,
-                             u=stats.UNRESOLVED, m=stats.NOT_MEASURED)]
+    boot = {"draws": DRAWS, "level": 0.95} | spec.get("bootstrap", {})
+    lines = ["## Findings: the paper's claims as paired contrasts", "", *legend(boot, findings)]
     for i, f in enumerate(findings, 1):
         lines += ["", f"### {i}. {f.text} ({f.table.replace('table', 'Table ')}): {f.summary}"]
         if any(p.column == PPL for p in f.pairs):
@@ -150,7 +221,7 @@ def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]
         rows = [_pair_row(p, label) for p in f.pairs]
         if rows:
             lines += [""] + table(["column", "A", "B", "A − B [95% interval]", "items × seeds A/B", "fine-tuning",
-                                   "verdict"], rows)
+                                   "verdict", "MDE (80% power)", "Holm"], rows)
     return lines
 
 
@@ -175,8 +246,14 @@ def summary_section(findings: list[Finding], label: dict[str, str]) -> list[str]
         parts = [f"{label.get(p.column, p.column)} {_difference(p)} ({p.contrast.verdict})" for p in probe.pairs]
         lines.append(f"- Its frozen features against a never-trained encoder's, by a linear probe (A − B): "
                      f"{'; '.join(parts) or 'not run'}. {PROBE_NOTE}")
-    pairs = [p.contrast for f in findings for p in f.pairs]
-    lines.append(f"- The paper's claims on our runs: {stats.summarize(pairs)}.")
+    counted = [p for f in findings for p in f.pairs if p.counted]
+    held = {v: sum((p.familywise or p.contrast.verdict) == v for p in counted)
+            for v in (stats.REPRODUCED, stats.CONTRADICTED)}
+    repeats = sum(not p.counted for f in findings for p in f.pairs)
+    lines.append(f"- The paper's claims on our runs: {stats.summarize([p.contrast for p in counted])}; family-wise "
+                 f"(Holm within each table): {held[stats.REPRODUCED]} reproduced, {held[stats.CONTRADICTED]} "
+                 "contradicted" + (f" ({repeats} more pair{'s' * (repeats > 1)} repeating another's models, counted "
+                                   "once)" if repeats else "") + ".")
     return lines
 
 

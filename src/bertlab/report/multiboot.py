@@ -19,6 +19,10 @@ many items, and a handful of runs errs narrow ((R - 1) / R of their variance); a
 p-value (two-sided, of "A - B = 0"): 2 min(#{d <= 0} + 1, #{d >= 0} + 1) / (B + 1), at most 1, over the B draws d.
 Monte-Carlo error of an interval end, the q-quantile of B draws: the number of draws below the true quantile is
 Binomial(B, q), so half the spread between the order statistics at ranks Bq -/+ sqrt(Bq(1 - q)) is its SD.
+Whether the verdict keeps to the bootstrap's seed (`settled`) is read on the same counts, in draws rather than in
+points, which holds where the metric is discrete (many draws on one value, where the order statistics' spread reads
+0): another seed draws Binomial(B, share) below 0, so an end changes sides (or sits on 0) only where its rank, Bq or
+B(1 - q), comes within `SETTLED_Z` binomial SDs of the counts of draws below 0 and at or below 0.
 Variance parts (for `bertlab.report.power`): `run_var`, the between-run variance of one pair of runs' margin (the
 variance of the paired margins, or the sum of the sides' variances of run scores); `item_var`, the variance of the
 estimate under item resampling that is shared by different runs (the mean covariance of distinct runs' item-resampled
@@ -35,7 +39,7 @@ import numpy as np
 from bertlab.report import stats
 
 DRAWS = 10_000  # Monte-Carlo error of an interval end ~1% of the interval's width: verdicts keep to the seed
-SETTLED_Z = 3.0  # an end this many Monte-Carlo errors from 0 keeps its side of 0 under another bootstrap seed
+SETTLED_Z = 3.0  # an end this many binomial SDs (in draws) from 0 keeps its side of 0 under another bootstrap seed
 
 Runs = Sequence[Sequence[stats.Columns]]  # pretraining runs, each its fine-tuning seeds' per-item columns
 
@@ -53,11 +57,16 @@ class MultiContrast(stats.Contrast):
     run_var: float  # between-run variance of one pair of runs' margin; NaN: unmeasured (one run a side)
     item_var: float  # the estimate's item variance that more runs do not remove (all of it with one run a side)
     draws: np.ndarray = field(repr=False, compare=False)
+    level: float = 0.95  # the interval's
 
     @property
     def settled(self) -> bool:
-        """Both interval ends lie more than `SETTLED_Z` Monte-Carlo errors from 0: the verdict keeps to the seed."""
-        return bool(min(abs(self.low), abs(self.high)) > SETTLED_Z * self.mc_error)
+        """The verdict keeps to the bootstrap's seed: each end's rank (Bq, B(1 - q); q = (1 - level) / 2) lies more
+        than `SETTLED_Z` binomial SDs outside [#draws < 0, #draws <= 0], where that end would sit on 0 or cross it."""
+        n, q = len(self.draws), (1 - self.level) / 2
+        below, upto = np.count_nonzero(self.draws < 0), np.count_nonzero(self.draws <= 0)
+        margin = SETTLED_Z * np.sqrt(n * q * (1 - q))
+        return bool(n) and not any(below - margin <= rank <= upto + margin for rank in (n * q, n * (1 - q)))
 
 
 def multi_bootstrap(
@@ -96,7 +105,7 @@ def multi_bootstrap(
     return MultiContrast(
         estimate, low, high, verdict, n, len(a), len(b), paired, float(np.std(diff, ddof=1)),
         min(1.0, 2 * tail / (draws + 1)), max(mc_error(diff, q) for q in ends), tuple(map(float, scores[0])),
-        tuple(map(float, scores[1])), _run_var(*scores, paired), _item_var(*run_scores, paired), diff)
+        tuple(map(float, scores[1])), _run_var(*scores, paired), _item_var(*run_scores, paired), diff, level)
 
 
 def mc_error(draws: np.ndarray, q: float) -> float:

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa: E402
 
 from bertlab.report import stats  # noqa: E402
-from bertlab.report.cells import PPL, Cell, Entry  # noqa: E402
+from bertlab.report.cells import PPL, Cell, Entry, resampling  # noqa: E402
 from bertlab.report.collect import Results  # noqa: E402
 from bertlab.report.tables import encoder_of, rows, tasks  # noqa: E402
 
@@ -31,10 +31,11 @@ def _save(fig: Any, path: Path) -> None:
 
 
 def error_bars(cells: list[Cell], bootstrap: dict[str, Any]) -> list[list[float]]:
-    """Below and above each cell's mean, the distances to its 95% bootstrap interval (0 without per-item scores)."""
-    bars = []
+    """Below and above each cell's mean, the distances to its 95% bootstrap interval (0 without per-item scores);
+    `bootstrap`: `ablations.bootstrap`."""
+    bars, settings = [], resampling(bootstrap)
     for c in cells:
-        low, high = stats.interval(c.runs, c.kind, c.metric, **bootstrap) if c.runs else (math.nan, math.nan)
+        low, high = stats.interval(c.runs, c.kind, c.metric, **settings) if c.runs else (math.nan, math.nan)
         bars.append([0.0, 0.0] if math.isnan(low) else [max(c.mean - low, 0.0), max(high - c.mean, 0.0)])
     return [list(side) for side in zip(*bars)] or [[], []]
 

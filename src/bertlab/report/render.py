@@ -13,18 +13,22 @@ from typing import Any
 
 from bertlab.files import write_json
 from bertlab.report.cells import Entry, build_entries, cell_lookup
-from bertlab.report.claims import Finding, check_claims
+from bertlab.report.claims import check_claims
 from bertlab.report.collect import Results
 from bertlab.report.forest import plot_claims
 from bertlab.report.ledger import ledger_section
 from bertlab.report.markdown import render_markdown
+from bertlab.report.multiboot import MultiContrast
+from bertlab.report.pairs import Finding, Pair
 from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
 from bertlab.report.stats import CONTRADICTED, NOT_MEASURED, REPRODUCED, UNRESOLVED
 from bertlab.report.tables import table_names
 
 CSV_FIELDS = ("table", "row", "column", "paper", "mean", "std", "n", "status", "floor", "floor_status")
 FINDING_FIELDS = ("claim", "table", "text", "column", "A", "B", "estimate", "low", "high", "verdict", "n_items",
-                  "runs_a", "runs_b", "reason", "paper_effect", "paper_vs_interval", "compressed")
+                  "runs_a", "runs_b", "reason", "paper_effect", "paper_vs_interval", "compressed", "mde",
+                  "paper_vs_mde", "runs_needed", "power_note", "p_value", "holm_p", "familywise", "mc_error", "edge",
+                  "same_model")
 
 VERDICT_KEYS = {REPRODUCED: "reproduced", CONTRADICTED: "contradicted", UNRESOLVED: "unresolved",
                 NOT_MEASURED: "not_measured"}  # metrics.json's keys: no spaces
@@ -57,12 +61,25 @@ def csv_rows(entries: list[Entry], table: str) -> list[list[Any]]:
             for e in entries if e.table == table]
 
 
+def _resampled(p: Pair) -> tuple[float | None, float | None]:
+    """A pair's p-value and the larger Monte-Carlo error of its interval's ends (None: no Multi-Bootstrap draws)."""
+    c = p.contrast
+    return (_finite(c.p_value), _finite(c.mc_error)) if isinstance(c, MultiContrast) else (None, None)
+
+
+def _runs(p: Pair) -> int | str | None:
+    """The pretraining runs a side the paper's effect needs: a count, "inf" (not at this scale), None (not sized)."""
+    return None if p.runs_needed is None else "inf" if math.isinf(p.runs_needed) else int(p.runs_needed)
+
+
 def finding_rows(findings: list[Finding]) -> list[list[Any]]:
-    """One row per pair of every claim, in FINDING_FIELDS order."""
+    """One row per pair of every claim, in FINDING_FIELDS order (`runs_needed` as text: a count or "inf")."""
     return [[f.id, f.table, f.text, p.column, p.a.label, p.b.label, _finite(p.contrast.estimate),
-             _finite(p.contrast.low), _finite(p.contrast.high), p.contrast.verdict, p.contrast.n_items,
-             p.contrast.runs_a, p.contrast.runs_b, p.reason, _finite(p.paper), p.paper_vs_interval, p.compressed]
-            for f in findings for p in f.pairs]
+             _finite(p.contrast.low), _finite(p.contrast.high), p.contrast.verdict, p.contrast.n_items, *p.seeds,
+             p.reason, _finite(p.paper), p.paper_vs_interval, p.compressed, _finite(p.mde), p.paper_vs_mde,
+             None if p.runs_needed is None else str(_runs(p)), p.power_note, p_value, _finite(p.holm_p),
+             p.familywise or None, mc_error, p.edge, p.same_as or None]
+            for f in findings for p in f.pairs for p_value, mc_error in [_resampled(p)]]
 
 
 def write_csv(path: Path, header: tuple[str, ...], rows: list[list[Any]]) -> None:
@@ -74,10 +91,13 @@ def write_csv(path: Path, header: tuple[str, ...], rows: list[list[Any]]) -> Non
 
 
 def headline(findings: list[Finding]) -> dict[str, Any]:
-    """What fits one line of `dvc metrics show`: how many contrasts got each verdict, and each perplexity-over-floor
-    ratio (`<claim>.<A>`)."""
-    contrasts = [p.contrast for f in findings for p in f.pairs]
-    out: dict[str, Any] = {VERDICT_KEYS[v]: sum(c.verdict == v for c in contrasts) for v in VERDICT_KEYS}
+    """What fits one line of `dvc metrics show`: how many contrasts got each verdict (a pair repeating another's
+    models counted once), how many keep it family-wise (`familywise_<verdict>`: Holm within each table; a pair
+    outside a family keeps its verdict), and each perplexity-over-floor ratio (`<claim>.<A>`)."""
+    counted = [p for f in findings for p in f.pairs if p.counted]
+    out: dict[str, Any] = {VERDICT_KEYS[v]: sum(p.contrast.verdict == v for p in counted) for v in VERDICT_KEYS}
+    for v in (REPRODUCED, CONTRADICTED, UNRESOLVED):
+        out[f"familywise_{VERDICT_KEYS[v]}"] = sum((p.familywise or p.contrast.verdict) == v for p in counted)
     for f in findings:
         for p in f.pairs:
             if p.ratio:
@@ -87,7 +107,8 @@ def headline(findings: list[Finding]) -> dict[str, Any]:
 
 def details(tables: list[str], entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
     """`claims.json`: {table: {row key: {column: our cell and its floor}}} for measured cells, and {"claims": {id:
-    {text, summary, pairs: {name: contrast}}}} for every claim."""
+    {text, summary, pairs: {name: contrast}}}} for every claim (`runs_needed`: a count, "inf" where no number of
+    pretraining runs decides the paper's effect at this scale, null where it is not sized)."""
     out: dict[str, Any] = {t: {} for t in tables}
     for e in entries:
         if e.cell.values:
@@ -98,10 +119,13 @@ def details(tables: list[str], entries: list[Entry], findings: list[Finding]) ->
         f.id: {"table": f.table, "text": f.text, "summary": f.summary, "pairs": {
             p.name: {"estimate": _finite(p.contrast.estimate), "low": _finite(p.contrast.low),
                      "high": _finite(p.contrast.high), "verdict": p.contrast.verdict, "n_items": p.contrast.n_items,
-                     "runs_a": p.contrast.runs_a, "runs_b": p.contrast.runs_b, "reason": p.reason,
+                     "runs_a": p.seeds[0], "runs_b": p.seeds[1], "reason": p.reason,
                      "finetuning": p.budget, "paper_effect": _finite(p.paper),
                      "paper_vs_interval": p.paper_vs_interval, "compressed": p.compressed,
-                     "reading": p.reading}
+                     "reading": p.reading, "mde": _finite(p.mde), "paper_vs_mde": p.paper_vs_mde,
+                     "runs_needed": _runs(p), "power_note": p.power_note, "p_value": _resampled(p)[0],
+                     "holm_p": _finite(p.holm_p), "familywise": p.familywise or None, "mc_error": _resampled(p)[1],
+                     "edge": p.edge, "same_model": p.same_as or None}
             for p in f.pairs}}
         for f in findings}
     return out

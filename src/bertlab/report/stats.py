@@ -20,19 +20,36 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
+from bertlab.kinds import KINDS
+from bertlab.kinds.base import Scored
+
 REPRODUCED, CONTRADICTED = "reproduced", "contradicted"
 UNRESOLVED, NOT_MEASURED = "unresolved at this scale", "not measured"
 ABOVE_FLOOR, AT_FLOOR, BELOW_FLOOR = "above floor", "at floor", "below floor"
 
 Columns = Mapping[str, np.ndarray]
 
-METRICS = {
-    "classification": ("accuracy", "f1", "matthews"),
-    "regression": ("pearson", "spearman"),
-    "span": ("exact_match", "f1"),
-    "tagging": ("f1", "precision", "recall"),
-    "lm": ("ppl",),
-}
+
+class HeldOut(Scored):
+    """A pretrained model's held-out token predictions (`lm`): per-item `loss_sum` and `count`, scored as
+    perplexity (pretraining writes them; no task is of this kind)."""
+
+    name = "lm"
+    metrics = ("ppl",)
+
+    def item_count(self, metric: str, cols: Columns) -> int:
+        return len(cols["count"])
+
+    def item_stats(self, metric: str, cols: Columns) -> np.ndarray:
+        return np.stack([np.asarray(cols[c], dtype=np.float64) for c in ("loss_sum", "count")], axis=1)
+
+    def finish(self, metric: str, sums: np.ndarray, m: int) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.exp(sums[0] / sums[1])
+
+
+SCORED: dict[str, Scored] = {**KINDS, "lm": HeldOut()}  # what a `kind` argument names: a task kind, or "lm"
+METRICS = {name: kind.metrics for name, kind in SCORED.items()}
 _CELLS_PER_CHUNK = 1 << 22  # draws x items resampled at once: bounds memory to a few tens of MB
 
 
@@ -58,9 +75,9 @@ def score(kind: str, metric: str, cols: Columns, idx: np.ndarray | None = None) 
     """`metric` of one run on the items `idx` (all when None; repeats count), 0-100 (ppl raw); NaN if undefined."""
     check_metric(kind, metric)
     idx = np.arange(item_count(kind, metric, cols)) if idx is None else np.asarray(idx, dtype=np.intp)
-    if kind == "regression":
-        pred, label = (np.asarray(cols[c], dtype=np.float64) for c in ("pred", "label"))
-        return float(_correlation(metric, pred[idx], label[idx]))
+    if SCORED[kind].correlated:
+        pred, label = _item_stats(kind, metric, cols)[idx].T
+        return float(_correlation(metric, pred, label))
     return float(_finish(kind, metric, _item_stats(kind, metric, cols)[idx].sum(axis=0), len(idx)))
 
 
@@ -181,39 +198,17 @@ def check_metric(kind: str, metric: str) -> None:
 
 
 def item_count(kind: str, metric: str, cols: Columns) -> int:
-    first = {"classification": "pred", "regression": "pred", "span": metric, "tagging": "tp", "lm": "count"}[kind]
-    return len(cols[first])
+    return SCORED[kind].item_count(metric, cols)
 
 
 def _item_stats(kind: str, metric: str, cols: Columns) -> np.ndarray:
     """Per-item counts (n, k) whose sums over any items determine the metric on those items."""
-    if kind == "classification":
-        pred, label = np.asarray(cols["pred"]), np.asarray(cols["label"])
-        if metric == "accuracy":
-            return (pred == label)[:, None].astype(np.float64)
-        pos, true = pred == 1, label == 1
-        return np.stack([pos & true, pos & ~true, ~pos & true], axis=1).astype(np.float64)  # tp, fp, fn
-    names = {"span": (metric,), "tagging": ("tp", "fp", "fn"), "lm": ("loss_sum", "count")}[kind]
-    return np.stack([np.asarray(cols[c], dtype=np.float64) for c in names], axis=1)
+    return SCORED[kind].item_stats(metric, cols)
 
 
 def _finish(kind: str, metric: str, sums: np.ndarray, m: int) -> np.ndarray:
     """The metric from `_item_stats` summed over `m` items (last axis: the k sums; any leading axes)."""
-    s = np.moveaxis(sums, -1, 0)
-    if kind == "lm":
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.exp(s[0] / s[1])
-    if kind == "span":  # per-question scores, already 0-100
-        return s[0] / m
-    if metric == "accuracy":
-        return 100.0 * s[0] / m
-    tp, fp, fn = s
-    if metric == "matthews":  # 0 when predictions or labels are constant, as GLUE (sklearn) scores it
-        tn = m - tp - fp - fn
-        num, den = tp * tn - fp * fn, np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    else:  # binary / entity micro scores; 0 when undefined (seqeval's zero_division=0)
-        num, den = {"f1": (2 * tp, 2 * tp + fp + fn), "precision": (tp, tp + fp), "recall": (tp, tp + fn)}[metric]
-    return 100.0 * np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+    return SCORED[kind].finish(metric, np.moveaxis(sums, -1, 0), m)
 
 
 def _correlation(metric: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -231,15 +226,16 @@ def bootstrap_scores(
 ) -> np.ndarray:
     """Each run's metric on `draws` resamples of the n items (the same resamples for every run): (draws, runs)."""
     chunk = max(1, _CELLS_PER_CHUNK // n)
-    if kind == "regression":
-        pairs = [tuple(np.asarray(cols[c], dtype=np.float64) for c in ("pred", "label")) for cols in runs]
+    correlated = SCORED[kind].correlated
+    if correlated:
+        pairs = [tuple(_item_stats(kind, metric, cols).T) for cols in runs]
     else:
         stats = np.stack([_item_stats(kind, metric, cols) for cols in runs], axis=1)  # (n, runs, k)
     out = []
     for start in range(0, draws, chunk):
         size = min(chunk, draws - start)
         idx = rng.integers(0, n, size=(size, n))
-        if kind == "regression":
+        if correlated:
             out.append(np.stack([_correlation(metric, pred[idx], label[idx]) for pred, label in pairs], axis=1))
         else:  # how often each item is drawn, times its counts: every run's sums in one product
             counts = np.bincount((idx + n * np.arange(size)[:, None]).ravel(), minlength=size * n)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bertlab.errors import UserError
+from bertlab.settings import preset_shape
 from bertlab.study import cell_name, split_row
 
 PPL = "ppl"  # Table 6's held-out LM perplexity column; every other column is a task
@@ -20,8 +22,24 @@ def tasks(spec: dict[str, Any], table: str) -> list[str]:
 
 
 def rows(spec: dict[str, Any], table: str) -> dict[str, dict[str, Any]]:
-    """A table's rows: `<encoder>-<mode>` -> its label, key, paper numbers (and Table 6's shape)."""
-    return {name: row or {} for name, row in spec["tables"][table]["rows"].items()}
+    """A table's rows: `<encoder>-<mode>` -> its label, key, paper numbers and, where its encoder's model is a paper
+    shape's preset, that `shape` (`row_shape`)."""
+    found = {}
+    for name, row in spec["tables"][table]["rows"].items():
+        row, shape = row or {}, row_shape(spec, name)
+        if row.get("shape", shape) != shape:
+            raise UserError(f"ablations.tables.{table}.rows.{name}.shape={row['shape']!r}: its encoder's model "
+                            f"preset is {shape or 'no paper shape'} (leave `shape` out: it is the preset's)")
+        found[name] = row | ({"shape": shape} if shape else {})
+    return found
+
+
+def row_shape(spec: dict[str, Any], name: str) -> str | None:
+    """Row `name`'s paper shape `<layers>/<hidden>/<heads>` as its encoder's model preset names it (the last
+    `model=L<layers>_H<hidden>_A<heads>` of its overrides), or None."""
+    models = [o.partition("=")[2] for o in spec.get("encoders", {}).get(encoder_of(name), []) if o.startswith("model=")]
+    shape = preset_shape(models[-1]) if models else None
+    return "/".join(map(str, shape)) if shape else None
 
 
 def row_key(name: str, row: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """One fine-tuning cell's work, once the stage (`bertlab.finetune`) has decided it must be done: fine-tune the encoder
 on the task (or fit a linear probe to its frozen features) and score the dev set once, writing the cell's folder.
+Its settings are read once, at the top, into a `Recipe` (`bertlab.training.recipe`): each piece takes its own part.
 
 Apart from the stage so that a cell that trains nothing (finished already, left out by its profile, or without data)
 starts in a second and a half, without Lightning and the model.
@@ -23,14 +24,15 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from bertlab.data.tasks import Task
-from bertlab.evaluate import TaggingEvaluator, items_and_floor
+from bertlab.evaluate import items_and_floor
 from bertlab.files import atomic_dir, finite, read_tokenizer, remove_tree, require, write_json
+from bertlab.kinds import KINDS
+from bertlab.kinds.base import Lengths
 from bertlab.modeling.export import load_encoder
-from bertlab.modeling.model import BertEncoder
 from bertlab.runs import run_files
 from bertlab.training import probe
 from bertlab.training.finetune_module import FinetuneModule
-from bertlab.training.kinds import KINDS, Lengths
+from bertlab.training.recipe import Recipe
 from bertlab.training.task_datamodule import TaskDataModule
 from bertlab.training.trainer import make_loggers, make_trainer, on_cuda
 
@@ -38,34 +40,13 @@ log = logging.getLogger(__name__)
 Done = tuple[dict[str, Any], FinetuneModule | None, dict[str, Any]]  # the record, the trained module, the items
 
 
-def task_data(cfg: DictConfig, task: Task, tokenizer: Tokenizer, positions: int) -> TaskDataModule:
-    """The task's splits, encoded within the encoder's `positions` (SQuAD with its own lengths and sizes)."""
-    ft, span = cfg.finetune, KINDS[task.kind].windows
-    lengths = Lengths.capped(ft.squad_max_seq_length if span else ft.max_seq_length, ft.doc_stride,
-                             ft.max_query_length, positions)
-    data = TaskDataModule(
-        task, Path(cfg.data_dir) / "download" / "tasks" / task.name, tokenizer, lengths, batch_size=ft.batch_size,
-        eval_batch_size=cfg.impl.eval_batch_size, num_workers=int(cfg.impl.num_workers),
-        subsample_seed=ft.subsample_seed,
-        max_train_examples=ft.squad_max_train_examples if span else ft.max_train_examples,
-        max_eval_examples=ft.squad_max_eval_examples if span else ft.max_eval_examples,
-        n_best_size=ft.n_best_size, max_answer_length=ft.max_answer_length,
-    )
+def task_data(recipe: Recipe, task: Task, tokenizer: Tokenizer, positions: int) -> TaskDataModule:
+    """The task's splits, encoded within the encoder's `positions`."""
+    wanted = recipe.lengths
+    lengths = Lengths.capped(wanted.max_seq_length, wanted.doc_stride, wanted.max_query_length, positions)
+    data = TaskDataModule(task, recipe.tasks_dir / task.name, tokenizer, lengths, recipe.data)
     data.setup("fit")
     return data
-
-
-def build_module(cfg: DictConfig, task: Task, encoder: BertEncoder, causal: bool) -> FinetuneModule:
-    ft = cfg.finetune
-    head_lr = ft.feature_head_lr if ft.mode != "finetune" and ft.feature_head_lr is not None else ft.head_lr
-    module = FinetuneModule(
-        encoder, task, mode=ft.mode, features=ft.features, bilstm=ft.bilstm, bilstm_hidden=ft.bilstm_hidden,
-        bilstm_layers=ft.bilstm_layers, head_dropout=ft.head_dropout, causal=causal, pooling=ft.pooling, lr=ft.lr,
-        head_lr=head_lr, warmup_ratio=ft.warmup_ratio, weight_decay=ft.weight_decay, betas=tuple(ft.betas), eps=ft.eps,
-    )
-    if cfg.impl.compile:
-        module.encoder.compile(dynamic=True)  # in place: the state dict keeps its keys
-    return module
 
 
 def scored(task: Task, data: TaskDataModule, objective: str | None, causal: bool,
@@ -80,27 +61,28 @@ def scored(task: Task, data: TaskDataModule, objective: str | None, causal: bool
 def train_and_score(cfg: DictConfig, task: Task, encoder_dir: Path, record: dict[str, Any],
                     out_dir: Path) -> Done:
     """Fine-tune the encoder on the task, score the dev set once, write metrics.json, items.json, the curve."""
-    ft, data_dir = cfg.finetune, Path(cfg.data_dir)
-    work_root = Path(cfg.out_dir) / "checkpoints" / "finetune"
-    work_dir = work_root / cfg.name
+    recipe = Recipe.of(cfg, task)  # what each piece below takes: none reads `cfg`
+    work_dir = recipe.work_dir
     if rank_zero_only.rank == 0:  # DDP re-runs this script in every rank: only the first one cleans up
-        remove_tree(work_dir, work_root)
-    tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    tokenizer = read_tokenizer(tokenizer_file)
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    encoder, objective, causal = load_encoder(encoder_dir, ft.dropout, tokenizer.get_vocab_size(),
-                                              tokenizer_file)
-    data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)
-    log.debug("%s on %s (%s, causal=%s): %d training examples (%d rows), eval %s", cfg.name, task.name, objective,
-             causal, data.train_examples, len(data.train_rows), data.eval_examples)
-    module = build_module(cfg, task, encoder, causal)
+        remove_tree(work_dir, work_dir.parent)
+    tokenizer = read_tokenizer(require(recipe.tokenizer_file, "tokenizer"))
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
+    encoder, objective, causal = load_encoder(encoder_dir, recipe.dropout, tokenizer.get_vocab_size(),
+                                              recipe.tokenizer_file)
+    data = task_data(recipe, task, tokenizer, encoder.config.max_position_embeddings)
+    log.debug("%s on %s (%s, causal=%s): %d training examples (%d rows), eval %s", recipe.name, task.name,
+              objective, causal, data.train_examples, len(data.train_rows), data.eval_examples)
+    module = FinetuneModule(encoder, task, recipe.module, causal=causal)
+    if recipe.compile:
+        module.encoder.compile(dynamic=True)  # in place: the state dict keeps its keys
     module.evaluators = data.evaluators
 
-    steps_per_epoch = max(1, math.ceil(len(data.train_rows) / ft.batch_size))
+    batch = recipe.data.batch_size
+    steps_per_epoch = max(1, math.ceil(len(data.train_rows) / batch))
     # finetune.batch_size is the global batch: each process loads its share (Lightning's distributed sampler)
     trainer, data.batch_size = make_trainer(
-        cfg.impl, make_loggers(cfg, "finetune", work_dir), work_dir, ("finetune.batch_size", ft.batch_size),
-        max_epochs=ft.epochs, gradient_clip_val=ft.grad_clip, log_every_n_steps=min(10, steps_per_epoch))
+        recipe.devices, make_loggers(recipe.logs, "finetune", work_dir), work_dir, ("finetune.batch_size", batch),
+        max_epochs=recipe.epochs, gradient_clip_val=recipe.grad_clip, log_every_n_steps=min(10, steps_per_epoch))
     data.pin_memory = on_cuda(trainer)
     train, evals = data.train_dataloader(), data.val_dataloader()
     start = time.perf_counter()
@@ -130,9 +112,9 @@ def train_and_score(cfg: DictConfig, task: Task, encoder_dir: Path, record: dict
             write_json(tmp / "items.json", items)
             record["files"] = run_files(tmp)
             write_json(tmp / "metrics.json", record)
-        remove_tree(work_dir, work_root)
+        remove_tree(work_dir, work_dir.parent)
     log.info("%s: %s = %s (%s; floor %s) after %d updates on %d training examples, in %.1f s + %.1f s eval",
-             cfg.name, task.metric, record["headline"], first, floor, trainer.global_step, data.train_examples,
+             recipe.name, task.metric, record["headline"], first, floor, trainer.global_step, data.train_examples,
              train_seconds, eval_seconds)
     return record, module, items
 
@@ -142,25 +124,23 @@ def probe_and_score(cfg: DictConfig, task: Task, encoder_dir: Path, record: dict
     """A linear probe (`bertlab.training.probe`): the frozen encoder's features of the training and dev examples,
     a logistic regression fitted to convergence on the training ones, the dev set scored once; writes metrics.json,
     items.json and the cross-validation curve (metrics.csv: the mean held-out log-loss per C)."""
-    ft, data_dir = cfg.finetune, Path(cfg.data_dir)
-    tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    tokenizer = read_tokenizer(tokenizer_file)
-    encoder, objective, causal = load_encoder(encoder_dir, 0.0, tokenizer.get_vocab_size(), tokenizer_file)
-    data = task_data(cfg, task, tokenizer, encoder.config.max_position_embeddings)
-    device = torch.device("cuda" if cfg.impl.accelerator != "cpu" and torch.cuda.is_available() else "cpu")
-    extract = functools.partial(probe.features, encoder, kind=task.kind, strategy=ft.features,
-                                causal=causal, pad_id=data.pad_id,
-                                batch_size=int(cfg.impl.eval_batch_size), device=device)
+    recipe = Recipe.of(cfg, task)
+    fit = recipe.probe
+    tokenizer = read_tokenizer(require(recipe.tokenizer_file, "tokenizer"))
+    encoder, objective, causal = load_encoder(encoder_dir, 0.0, tokenizer.get_vocab_size(), recipe.tokenizer_file)
+    data = task_data(recipe, task, tokenizer, encoder.config.max_position_embeddings)
+    device = torch.device("cuda" if recipe.devices.accelerator != "cpu" and torch.cuda.is_available() else "cpu")
+    extract = functools.partial(probe.features, encoder, kind=task.kind, strategy=recipe.module.features,
+                                causal=causal, pad_id=data.pad_id, batch_size=int(data.eval_batch_size), device=device)
     start = time.perf_counter()
     train = extract(data.train_rows)
-    fitted = probe.fit(train, cs=ft.probe_cs, folds=ft.probe_folds, seed=cfg.seed, tol=ft.probe_tol,
-                       cv_tol=ft.probe_cv_tol, max_iter=ft.probe_max_iter, grouped=task.kind == "tagging")
+    fitted = probe.fit(train, cs=fit.cs, folds=fit.folds, seed=recipe.seed, tol=fit.tol, cv_tol=fit.cv_tol,
+                       max_iter=fit.max_iter, grouped=KINDS[task.kind].probe == "token")
     train_seconds = time.perf_counter() - start
     start = time.perf_counter()
     evaluations = {}
     for rows, evaluator in zip(data.eval_rows, data.evaluators, strict=True):
-        outside = evaluator.outside if isinstance(evaluator, TaggingEvaluator) else 0
-        found = probe.predictions(fitted, extract(rows), rows, task.kind, outside)
+        found = probe.predictions(fitted, extract(rows), rows, task.kind, getattr(evaluator, "outside", 0))
         evaluations[evaluator.split] = evaluator.evaluate(found)
     eval_seconds = time.perf_counter() - start
     first = task.eval_splits[0]
@@ -169,7 +149,7 @@ def probe_and_score(cfg: DictConfig, task: Task, encoder_dir: Path, record: dict
         **scored(task, data, objective, causal, {split: finite(e.metrics) for split, e in evaluations.items()}, floor),
         "train_seconds": round(train_seconds, 1), "eval_seconds": round(eval_seconds, 1),
         "steps": None,  # no optimizer updates: the solver's own iterations are in `probe`
-        "probe": fitted.record(ft.probe_folds, ft.probe_tol, ft.probe_cv_tol, ft.probe_max_iter, len(train.x)),
+        "probe": fitted.record(fit.folds, fit.tol, fit.cv_tol, fit.max_iter, len(train.x)),
         "lengths": {"max_seq_length": data.lengths.max_seq_length},
     }
     if rank_zero_only.rank == 0:
@@ -179,7 +159,7 @@ def probe_and_score(cfg: DictConfig, task: Task, encoder_dir: Path, record: dict
             record["files"] = run_files(tmp)
             write_json(tmp / "metrics.json", record)
     log.info("%s: %s = %s (%s; floor %s) by a probe at C=%g (%d-fold CV of %d training examples; %d iterations, %s)"
-             ", in %.1f s + %.1f s eval", cfg.name, task.metric, record["headline"], first, floor, fitted.c,
-             ft.probe_folds, data.train_examples, fitted.iterations,
+             ", in %.1f s + %.1f s eval", recipe.name, task.metric, record["headline"], first, floor, fitted.c,
+             fit.folds, data.train_examples, fitted.iterations,
              "converged" if fitted.converged else "NOT converged", train_seconds, eval_seconds)
     return record, None, items

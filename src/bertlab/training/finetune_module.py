@@ -21,7 +21,6 @@ Choices:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 from typing import Any
 
 import lightning.pytorch as pl
@@ -30,15 +29,14 @@ from torch import Tensor
 
 from bertlab.data.masking import derive_seed
 from bertlab.data.tasks import Task
-from bertlab.evaluate import Evaluation, Evaluator
 from bertlab.files import finite
 from bertlab.modeling.heads import BiLSTM, LayerFeatures, init_head
 from bertlab.modeling.model import BertEncoder
 from bertlab.settings import CHOICES
-from bertlab.training.kinds import KINDS
+from bertlab.training.recipe import ModuleSettings
+from bertlab.kinds import KINDS
+from bertlab.kinds.base import MODEL_INPUTS, Evaluation, Evaluator
 from bertlab.training.trainer import adamw, clip_gradients, decay_groups
-
-MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 
 class FinetuneModule(pl.LightningModule):
@@ -51,21 +49,18 @@ class FinetuneModule(pl.LightningModule):
     its metrics in `results` ({split: {metric: value}}, None where undefined) and in the loggers.
     """
 
-    def __init__(
-        self, encoder: BertEncoder, task: Task, *, mode: str = "finetune", features: str = "last",
-        bilstm: bool = False, bilstm_hidden: int | None = None, bilstm_layers: int = 2, head_dropout: float = 0.1,
-        causal: bool = False, pooling: str = "cls", lr: float = 2e-5, head_lr: float | None = None,
-        warmup_ratio: float = 0.1, weight_decay: float = 0.01, betas: Sequence[float] = (0.9, 0.999), eps: float = 1e-6,
-    ) -> None:
+    def __init__(self, encoder: BertEncoder, task: Task, settings: ModuleSettings = ModuleSettings(), *,
+                 causal: bool = False) -> None:
         super().__init__()
-        for setting, value in (("mode", mode), ("pooling", pooling)):
+        s = settings
+        for setting, value in (("mode", s.mode), ("pooling", s.pooling)):
             if value not in (choices := CHOICES[f"finetune.{setting}"]):
                 raise ValueError(f"unknown {setting} {value!r}; expected one of {', '.join(choices)}")
-        if mode == "probe":
+        if s.mode == "probe":
             raise ValueError("a probe is fitted by bertlab.training.probe, not trained as a module")
-        self.task, self.causal, self.frozen, self.pooling = task, causal, mode != "finetune", pooling
-        self.lr, self.head_lr = lr, lr if head_lr is None else head_lr
-        self.warmup_ratio, self.weight_decay, self.betas, self.eps = warmup_ratio, weight_decay, tuple(betas), eps
+        self.task, self.causal, self.frozen, self.pooling = task, causal, s.mode != "finetune", s.pooling
+        self.lr, self.head_lr = s.lr, s.lr if s.head_lr is None else s.head_lr
+        self.warmup_ratio, self.weight_decay, self.betas, self.eps = s.warmup_ratio, s.weight_decay, s.betas, s.eps
         self.encoder = encoder
         c = encoder.config
         size = c.hidden_size
@@ -73,14 +68,14 @@ class FinetuneModule(pl.LightningModule):
         if self.frozen:
             encoder.requires_grad_(False)
             encoder.eval()
-            self.features = LayerFeatures(features, c.num_layers, c.hidden_size)
+            self.features = LayerFeatures(s.features, c.num_layers, c.hidden_size)
             size = self.features.output_size
         self.bilstm = None
-        if bilstm or self.frozen:
-            self.bilstm = BiLSTM(size, bilstm_hidden or c.hidden_size, bilstm_layers, dropout=head_dropout)
+        if s.bilstm or self.frozen:
+            self.bilstm = BiLSTM(size, s.bilstm_hidden or c.hidden_size, s.bilstm_layers, dropout=s.head_dropout)
             size = self.bilstm.output_size
         self.kind = KINDS[task.kind]
-        self.head = self.kind.head(size, task.num_labels, head_dropout)
+        self.head = self.kind.head(size, task.num_labels, s.head_dropout)
         if self.bilstm is not None or not self.kind.sentence:  # nothing reads the pooler: frozen, so
             encoder.pooler.requires_grad_(False)  # every trained parameter is in the loss (plain DDP works)
         init_head(self.head, c.initializer_range)
@@ -121,16 +116,21 @@ class FinetuneModule(pl.LightningModule):
         pooler = self.encoder.pooler
         return torch.tanh(pooler(tokens[torch.arange(tokens.shape[0], device=tokens.device), last]))
 
-    def forward(self, batch: dict[str, Tensor]) -> Tensor | tuple[Tensor, Tensor]:
-        """Logits: (B, num_labels) classification, (B,) regression, (B, S) start and end, (B, S, num_labels) tags."""
+    def represent(self, batch: dict[str, Tensor]) -> Tensor:
+        """What the head reads: a vector per input (the kind's `sentence`), else the per-token states."""
         mask = batch["attention_mask"]
         tokens, out = self.token_features(batch)
         sentence = None
         if self.bilstm is not None:
             tokens, sentence = self.bilstm(tokens, mask)
-        if self.kind.sentence:
-            tokens = sentence if sentence is not None else self.sentence_vector(tokens, out, mask)
-        return self.kind.logits(self.head, tokens, mask)
+        if not self.kind.sentence:
+            return tokens
+        return sentence if sentence is not None else self.sentence_vector(tokens, out, mask)
+
+    def forward(self, batch: dict[str, Tensor]) -> Any:
+        """The head's output, as the kind shapes it: (B, num_labels) classification, (B,) regression, (B, S) start
+        and end, (B, S, num_labels) tags, ..."""
+        return self.kind.forward(self.represent, self.head, batch)
 
     # -- training -----------------------------------------------------------------------------------------------
 
@@ -172,7 +172,7 @@ class FinetuneModule(pl.LightningModule):
         self._outputs = defaultdict(list)
 
     def validation_step(self, batch: dict[str, Tensor], _: int, dataloader_idx: int = 0) -> None:
-        rows = self.kind.predictions(self(batch), batch["attention_mask"].sum(1).tolist())
+        rows = self.kind.predictions(self(batch), batch)
         self._outputs[dataloader_idx].extend(zip(batch["index"].tolist(), rows))
 
     def on_validation_epoch_end(self) -> None:

@@ -30,6 +30,7 @@ from bertlab.modeling.model import BertConfig, flops_per_token
 from bertlab.training.callbacks import EpochEndCheckpoint, RunRecord, Throughput
 from bertlab.training.pretrain_datamodule import PretrainData
 from bertlab.training.pretrain_module import PretrainModule, plain_state_dict
+from bertlab.training.run_settings import Devices, LogSettings
 from bertlab.training.trainer import make_loggers, make_trainer, on_cuda, peak_tflops
 
 log = logging.getLogger(__name__)
@@ -172,13 +173,13 @@ def train(cfg: DictConfig, key: str, tokenizer_file: Path, instances_dir: Path, 
     resume = resume_from(ckpt_dir, key, p.max_steps, shapes) if p.max_steps > 0 else None
     if resume:
         log.info("resuming from %s", resume)
-    loggers = make_loggers(cfg, "pretrain", ckpt_dir)
+    loggers = make_loggers(LogSettings.of(cfg), "pretrain", ckpt_dir)
     record = RunRecord(key, loggers[0])
     # matmul FLOPs per non-padding token of a batch of that length: the labelled fraction scored (LTR: every token)
     scored = 1.0 if cfg.objective.causal else cfg.objective.mlm_probability
     throughput = Throughput(lambda length: flops_per_token(config, length, scored))
     trainer, micro = make_trainer(
-        cfg.impl, loggers, ckpt_dir, ("pretrain.batch_size", p.batch_size),
+        Devices.of(cfg.impl), loggers, ckpt_dir, ("pretrain.batch_size", p.batch_size),
         [record, EpochEndCheckpoint(ckpt_dir / "last.ckpt"), throughput], max_steps=p.max_steps, max_epochs=-1,
         gradient_clip_val=p.grad_clip, check_val_every_n_epoch=None, log_every_n_steps=10,
         use_distributed_sampler=False,

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertlab.data.tasks import pad_collate
 from bertlab.data.vocab import IGNORE_INDEX
 from bertlab.errors import UserError
+from bertlab.kinds import KINDS
 from bertlab.modeling.heads import LayerFeatures
 from bertlab.modeling.model import BertEncoder
 
@@ -85,7 +85,7 @@ def features(encoder: BertEncoder, rows: Sequence[dict[str, Any]], kind: str, st
     """The frozen encoder's probe features of `rows` (a split's model rows, in any order), in row order: one per
     row (sentence kinds: the mean over its real tokens), or one per labelled token (tagging: each word's first
     sub-token, where `label_ids` holds its tag), with `y` from `label` / `label_ids`."""
-    c = encoder.config
+    c, per_token = encoder.config, KINDS[kind].probe == "token"
     layers = LayerFeatures(strategy, c.num_layers, c.hidden_size)
     if layers.mix is not None:  # settings.check_probe refuses these at the door
         raise ValueError(f"a probe reads fixed features, and {strategy!r} is a learned scalar mix")
@@ -95,12 +95,12 @@ def features(encoder: BertEncoder, rows: Sequence[dict[str, Any]], kind: str, st
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             picked = order[start:start + batch_size]
-            batch = {k: v.to(device) for k, v in pad_collate([rows[i] for i in picked], pad_id).items()}
+            batch = {k: v.to(device) for k, v in KINDS[kind].collate([rows[i] for i in picked], pad_id).items()}
             out = encoder(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], causal=causal,
                           output_hidden_states=True)
             tokens = layers(out.hidden_states).float()
             owner = torch.tensor(picked, device=device)
-            if kind == "tagging":
+            if per_token:
                 labels = batch["label_ids"]
                 where = labels != IGNORE_INDEX
                 xs.append(tokens[where])
@@ -171,7 +171,7 @@ def predictions(probe: Probe, split: Features, rows: Sequence[dict[str, Any]], k
     """One prediction per row, as the kind's evaluator reads it: a class id, or (tagging) a tag id per token, the
     probe's at each word's first sub-token and `outside` elsewhere (the evaluator reads only the first)."""
     labels = probe.model.predict(probe.scaler.transform(split.x)).tolist()
-    if kind != "tagging":
+    if KINDS[kind].probe != "token":
         return labels
     tags = [[outside] * len(r["input_ids"]) for r in rows]
     firsts = [[t for t, y in enumerate(r["label_ids"]) if y != IGNORE_INDEX] for r in rows]

@@ -1,8 +1,9 @@
 """A fine-tuning task's splits as a `LightningDataModule`: rows of model inputs and targets, padded batches, and
 the evaluator of each eval split (which scores predictions on its rows and knows the split's floor).
 
-Each split is encoded by the task's kind (`bertlab.training.kinds`); a row's `index`, its position in its split, puts
-predictions back in order. Large splits are subsampled by `subsample_seed` alone, so every encoder and seed sees the same examples.
+Each split is encoded, and batched, by the task's kind (`bertlab.kinds`); a row's `index`, its position in its split,
+puts predictions back in order. Large splits are subsampled by `subsample_seed` alone, so every encoder and seed sees
+the same examples.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import numpy as np
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
-from bertlab.data.tasks import Task, pad_collate
+from bertlab.data.tasks import Task
 from bertlab.errors import UserError
-from bertlab.evaluate import Evaluator
-from bertlab.training.kinds import KINDS, Encoding, Lengths
+from bertlab.kinds import KINDS
+from bertlab.kinds.base import Encoding, Evaluator, Lengths
+from bertlab.training.recipe import DataSettings
 
 
 def subsample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Dataset:
@@ -40,19 +42,12 @@ class TaskDataModule(pl.LightningDataModule):
     examples}; SQuAD: questions).
     """
 
-    def __init__(
-        self, task: Task, task_dir: Path, tokenizer: Tokenizer, lengths: Lengths, *, batch_size: int,
-        eval_batch_size: int | None = None, num_workers: int = 0, max_train_examples: int | None = None,
-        max_eval_examples: int | None = None, subsample_seed: int = 0, n_best_size: int = 20, max_answer_length: int = 30,
-        pin_memory: bool = False,
-    ) -> None:
+    def __init__(self, task: Task, task_dir: Path, tokenizer: Tokenizer, lengths: Lengths,
+                 settings: DataSettings) -> None:
         super().__init__()
         self.task, self.task_dir, self.tokenizer, self.lengths = task, Path(task_dir), tokenizer, lengths
-        self.batch_size, self.num_workers, self.pin_memory = batch_size, num_workers, pin_memory
-        self.eval_batch_size = eval_batch_size or batch_size
-        self.max_train_examples, self.max_eval_examples, self.subsample_seed = (
-            max_train_examples, max_eval_examples, subsample_seed)
-        self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
+        self.settings, self.batch_size, self.pin_memory = settings, settings.batch_size, False
+        self.eval_batch_size = settings.eval_batch_size or settings.batch_size
         self.pad_id = tokenizer.token_to_id("[PAD]")
         self.train_rows: list[dict[str, Any]] = []
         self.eval_rows: list[list[dict[str, Any]]] = []
@@ -70,13 +65,14 @@ class TaskDataModule(pl.LightningDataModule):
         absent = [s for s in (task.train_split, *task.eval_splits) if s not in dd]
         if absent:
             raise UserError(f"task {task.name!r}: the downloaded data lacks the split(s) {', '.join(absent)}")
-        train_ds = subsample(dd[task.train_split], self.max_train_examples, self.subsample_seed)
+        s = self.settings
+        train_ds = subsample(dd[task.train_split], s.max_train_examples, s.subsample_seed)
         self.train_examples = len(train_ds)
-        kind, how = KINDS[task.kind], Encoding(self.tokenizer, self.lengths, self.n_best_size, self.max_answer_length)
+        kind, how = KINDS[task.kind], Encoding(self.tokenizer, self.lengths, s.n_best_size, s.max_answer_length)
         self.train_rows, _ = kind.encode(task, train_ds, task.train_split, True, how)
         how.train_labels = [row["label"] for row in self.train_rows if "label" in row]
         for split in task.eval_splits:
-            ds = subsample(dd[split], self.max_eval_examples, self.subsample_seed)
+            ds = subsample(dd[split], s.max_eval_examples, s.subsample_seed)
             rows, evaluator = kind.encode(task, ds, split, False, how)
             self.eval_rows.append(rows)
             self.evaluators.append(evaluator)
@@ -93,8 +89,9 @@ class TaskDataModule(pl.LightningDataModule):
 
     def _loader(self, rows: list[dict[str, Any]], batch_size: int, shuffle: bool) -> DataLoader:
         """Batches padded to their own longest row (dynamic padding)."""
+        workers, collate = self.settings.num_workers, KINDS[self.task.kind].collate
         return DataLoader(
-            rows, batch_size=batch_size, shuffle=shuffle, num_workers=self.num_workers,
-            collate_fn=functools.partial(pad_collate, pad_id=self.pad_id), persistent_workers=self.num_workers > 0,
+            rows, batch_size=batch_size, shuffle=shuffle, num_workers=workers,
+            collate_fn=functools.partial(collate, pad_id=self.pad_id), persistent_workers=workers > 0,
             pin_memory=self.pin_memory,
         )

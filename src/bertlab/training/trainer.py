@@ -16,22 +16,23 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from bertlab.errors import UserError
-from bertlab.tracking import lasting_dir, start_wandb, wandb_settings
+from bertlab.tracking import lasting_dir, start_wandb, sweep_group, wandb_settings
+from bertlab.training.run_settings import Devices, LogSettings
 
 log = logging.getLogger(__name__)
 
 
-def num_nodes(impl: DictConfig) -> int:
-    """`impl.num_nodes`, or when it is null the launcher's node count, else 1; Lightning checks it against the
-    processes the launcher started. Launchers in Lightning's order of detection: torchrun (`GROUP_WORLD_SIZE`, its
+def num_nodes(setting: int | None) -> int:
+    """`impl.num_nodes` (`setting`), or when it is null the launcher's node count, else 1; Lightning checks it against
+    the processes the launcher started. Launchers in Lightning's order of detection: torchrun (`GROUP_WORLD_SIZE`, its
     number of nodes, else `WORLD_SIZE / LOCAL_WORLD_SIZE`), then SLURM (`SLURM_NNODES`)."""
     from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 
-    if impl.get("num_nodes") is not None:
-        return int(impl.num_nodes)
+    if setting is not None:
+        return int(setting)
     env = os.environ
     if TorchElasticEnvironment.detect():
         if "GROUP_WORLD_SIZE" in env:
@@ -42,17 +43,17 @@ def num_nodes(impl: DictConfig) -> int:
     return 1
 
 
-def trainer_devices(impl: DictConfig) -> dict[str, Any]:
-    """The Trainer's accelerator, devices, num_nodes, strategy and precision from `impl` (both training stages).
-    Every parameter a run trains is in its loss (the code freezes the rest), so plain DDP needs no unused-parameter
+def trainer_devices(devices: Devices) -> dict[str, Any]:
+    """The Trainer's accelerator, devices, num_nodes, strategy and precision (both training stages). Every
+    parameter a run trains is in its loss (the code freezes the rest), so plain DDP needs no unused-parameter
     search."""
-    return {"accelerator": impl.accelerator, "devices": impl.devices, "num_nodes": num_nodes(impl),
-            "strategy": impl.strategy, "precision": impl.precision}
+    return {"accelerator": devices.accelerator, "devices": devices.devices, "num_nodes": num_nodes(devices.num_nodes),
+            "strategy": devices.strategy, "precision": devices.precision}
 
 
-def make_trainer(impl: DictConfig, loggers: list, work_dir: Path, batch: tuple[str, int],
+def make_trainer(devices: Devices, loggers: list, work_dir: Path, batch: tuple[str, int],
                  callbacks: Sequence[Any] = (), **options: Any) -> tuple[Any, int]:
-    """A training stage's Lightning Trainer and its per-device micro-batch: the devices and nodes of `impl`,
+    """A training stage's Lightning Trainer and its per-device micro-batch: on `devices`,
     `loggers`, `callbacks` then the learning rate logged each step and the run's progress bar; no sanity validation,
     model summary or Lightning checkpoint (`options`: the stage's own Trainer arguments). The global batch `batch`
     (its setting's name, its size) is split over the devices, with gradient accumulation (`fit_global_batch`)."""
@@ -61,12 +62,12 @@ def make_trainer(impl: DictConfig, loggers: list, work_dir: Path, batch: tuple[s
 
     quiet_outside_slurm()
     trainer = pl.Trainer(
-        **trainer_devices(impl), logger=loggers, default_root_dir=work_dir,
+        **trainer_devices(devices), logger=loggers, default_root_dir=work_dir,
         callbacks=[*callbacks, LearningRateMonitor("step"), progress_bar()], enable_checkpointing=False,
         enable_model_summary=False, num_sanity_val_steps=0, **options,
     )
     setting, size = batch
-    return trainer, fit_global_batch(trainer, size, impl.max_device_batch, setting)
+    return trainer, fit_global_batch(trainer, size, devices.max_device_batch, setting)
 
 
 SRUN_HINT = "The `srun` command is available on your system but is not used"  # Lightning's, from SLURMEnvironment
@@ -225,22 +226,24 @@ def warmup_then_decay(opt: torch.optim.Optimizer, warmup: int, total: int) -> di
     return {"scheduler": sched, "interval": "step"}
 
 
-def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path) -> list:
+def make_loggers(logs: LogSettings, job_type: str, save_dir: str | Path) -> list:
     """Lightning loggers: always a CSVLogger into `save_dir` (the report reads it) plus the chosen one. A W&B run is
     tagged with `logger.tags` (the ablation tables that use it, which the `configs` stage writes into each run's
-    config) and grouped by the first (else by `job_type`)."""
+    config) and grouped by its Hydra multirun (`sweep_group`), else by the first tag, else by `job_type`; the stage
+    finishes it at the job's end (`tracking.one_run_per_job`)."""
     from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
     loggers: list = [CSVLogger(save_dir=str(save_dir), name="", version="")]
-    if cfg.logger.kind == "wandb":
-        tables, wandb_dir = list(cfg.logger.tags), lasting_dir(cfg.logger.save_dir)
+    if logs.kind == "wandb":
+        tables, wandb_dir = list(logs.tags), lasting_dir(logs.save_dir)
+        group = sweep_group(job_type) or (tables[0] if tables else job_type)
         wandb_dir.mkdir(parents=True, exist_ok=True)
 
         def start(offline: bool) -> WandbLogger:
             logger = WandbLogger(
-                project=cfg.logger.project, name=cfg.name, group=tables[0] if tables else job_type,
+                project=logs.project, name=logs.name, group=group,
                 job_type=job_type, tags=tables, save_dir=str(wandb_dir), offline=offline,
-                config=OmegaConf.to_container(cfg, resolve=True), settings=wandb_settings(),
+                config=logs.config, settings=wandb_settings(),
                 mode="offline" if offline else None,  # Lightning's WANDB_MODE is not read after an online try
             )
             logger._wandb_init.pop("anonymous", None)  # Lightning passes None, which W&B warns about in every run
@@ -248,7 +251,7 @@ def make_loggers(cfg: DictConfig, job_type: str, save_dir: str | Path) -> list:
                 logger.experiment  # noqa: B018  (starts the online run now: a failure falls back before training)
             return logger
 
-        loggers.append(start_wandb(start, cfg.logger.offline, str(wandb_dir)))
-    elif cfg.logger.kind == "csv":
-        loggers.append(CSVLogger(save_dir=cfg.logger.save_dir, name=job_type, version=cfg.name))
+        loggers.append(start_wandb(start, logs.offline, str(wandb_dir)))
+    elif logs.kind == "csv":
+        loggers.append(CSVLogger(save_dir=logs.save_dir, name=job_type, version=logs.name))
     return loggers

@@ -1,0 +1,47 @@
+"""What any training run, pretraining or a fine-tuning cell, hands its Trainer and loggers, typed and read once from
+the composed config (`bertlab.training.trainer` reads these, never the config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+
+@dataclass(frozen=True)
+class Devices:
+    """Where a Trainer runs (`impl`): accelerator, devices, nodes, strategy, precision, and the per-device batch cap."""
+
+    accelerator: str = "cpu"
+    devices: Any = 1  # a count, a list of ids or "auto", as Lightning takes it
+    num_nodes: int | None = None  # None: the launcher's (`bertlab.training.trainer.num_nodes`)
+    strategy: str = "auto"
+    precision: Any = "32-true"
+    max_device_batch: int | None = None
+
+    @classmethod
+    def of(cls, impl: DictConfig) -> Devices:
+        return cls(impl.accelerator, impl.devices, impl.get("num_nodes"), impl.strategy, impl.precision,
+                   impl.max_device_batch)
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """The run's loggers besides the CSV one (`logger`): which, and what a W&B run is named, tagged and logs."""
+
+    kind: str  # wandb | csv | none
+    name: str  # the run's
+    save_dir: str = ""
+    project: str = ""
+    tags: tuple[str, ...] = ()  # the ablation tables that use the run
+    offline: bool = True
+    config: dict[str, Any] | None = None  # the whole resolved config, as W&B records it
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> LogSettings:
+        lg = cfg.logger
+        if lg.kind == "none":
+            return cls("none", cfg.name)
+        return cls(lg.kind, cfg.name, str(lg.save_dir), str(lg.get("project", "")), tuple(lg.get("tags") or ()),
+                   bool(lg.get("offline", True)), OmegaConf.to_container(cfg, resolve=True))
