@@ -5,7 +5,8 @@ that a claim names once per budget of `scaling.pretrain_steps` (`scratch`: once,
 claim's cells at every budget of `scaling.finetune_budgets` (training examples, with their own learning rate where
 one is given) and every seed (a claim on `ppl` compares the encoders' held-out perplexity and fine-tunes nothing); then
 writes the report (`bertlab.report.scaling`), and with `logger=wandb` logs its rows and figures to one W&B run in
-group "scaling". Every run is a `python -m bertlab.pretrain` or `bertlab.finetune` process taking this command's
+group "scaling". Every run is a `python -m bertlab.pretrain` or `bertlab.finetune` process, a job of `bertlab.jobs`
+(submitit's local executor, `scaling.workers` at once, its output in `<work_dir>/logs/`), taking this command's
 overrides (the sweep's grid axes last), with `data_dir` the sweep's `scaling.work_dir`
 (`data/scaling/`): there `download`, `tokenizer` and `pretrain_data` are links to the pipeline's outputs, read only,
 and `pretrain/` and `finetune/` are the sweep's own, so nothing the ablations report reads is touched and no run
@@ -21,18 +22,15 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
-from datetime import timedelta
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab import stage
+from bertlab import jobs, stage
 from bertlab.errors import UserError
 from bertlab.files import check_writable, require
 from bertlab.kinds import KINDS
@@ -59,8 +57,10 @@ class Job:
     after: str | None = None  # the run whose outputs it reads (a cell's encoder)
 
     def folder(self, work_dir: Path) -> Path:
-        """Its output folder: `<work_dir>/pretrain/<name>`, a cell's in its encoder's, `finetune/<encoder>/<name>`."""
-        return work_dir / self.stage / (self.after or "") / self.name
+        """Where the run writes: `pretrain/<name>`, a cell `finetune/<encoder>/<name>` (as `bertlab.finetune`)."""
+        if self.stage == "finetune":
+            return work_dir / "finetune" / str(self.after) / self.name
+        return work_dir / self.stage / self.name
 
 
 def whole(value: Any, lo: int) -> bool:
@@ -117,7 +117,7 @@ def cells(spec: dict[str, Any], claims: list[dict[str, Any]], steps: int, encode
     """The fine-tuning runs of `claims`' sides on `encoder` (its run at `steps`, or scratch): every mode, every
     fine-tuning budget of the task, every seed; each runs after its encoder."""
     run = sweep.encoder_name(encoder, steps)
-    jobs = []
+    runs = []
     for claim in claims:
         if claim["task"] == report.PPL:
             continue
@@ -126,10 +126,10 @@ def cells(spec: dict[str, Any], claims: list[dict[str, Any]], steps: int, encode
             name = sweep.cell_name(claim["task"], run, mode, budget["examples"], seed)
             examples = "null" if budget["examples"] is None else budget["examples"]
             lr = [f"finetune.lr={budget['lr']}"] if budget.get("lr") is not None else []
-            jobs.append(Job("finetune", name, (
+            runs.append(Job("finetune", name, (
                 f"name={name}", f"finetune.encoder={run}", f"task={claim['task']}", f"seed={seed}",
                 f"{examples_setting(claim['task'])}={examples}", *lr, *spec["modes"][mode]), after=run))
-    return jobs
+    return runs
 
 
 def examples_setting(task: str) -> str:
@@ -152,11 +152,11 @@ def plan(spec: dict[str, Any], without: set[str] = frozenset()) -> list[Job]:
         return Job("pretrain", name, (f"name={name}", f"pretrain.max_steps={steps}"),
                    (*spec["encoders"][encoder], *spec.get("pretrain_overrides", [])))
 
-    jobs = [pretrain(sweep.SCRATCH, 0)] if sweep.SCRATCH in named else []
+    runs = [pretrain(sweep.SCRATCH, 0)] if sweep.SCRATCH in named else []
     for steps in spec["pretrain_steps"]:
-        jobs += [pretrain(e, steps) for e in trained]
-        jobs += [job for e in named for job in cells(spec, claims, steps, e)]
-    return list({job.name: job for job in jobs}.values())
+        runs += [pretrain(e, steps) for e in trained]
+        runs += [run for e in named for run in cells(spec, claims, steps, e)]
+    return list({run.name: run for run in runs}.values())
 
 
 def link_inputs(data_dir: Path, work_dir: Path) -> None:
@@ -179,50 +179,30 @@ def forwarded(overrides: list[str]) -> list[str]:
             if not o.lstrip("+~").startswith(("scaling.", "scaling=", "data_dir=", "out_dir=", "hydra."))]
 
 
-def start(job: Job, common: list[str], work_dir: Path, log_file: Path | None) -> subprocess.Popen:
-    """`python -m bertlab.<stage>` for `job`, its output to `log_file` (None: this terminal)."""
-    overrides = [*job.defaults, *common, f"data_dir={work_dir}", f"out_dir={work_dir}", *job.overrides]
-    out = None if log_file is None else log_file.open("w")
-    try:
-        return subprocess.Popen([sys.executable, "-m", f"bertlab.{job.stage}", *overrides], stdout=out,
-                                stderr=None if out is None else subprocess.STDOUT)
-    finally:
-        if out is not None:
-            out.close()  # the child holds its own copy
-
-
-def run_all(jobs: list[Job], common: list[str], work_dir: Path, workers: int) -> None:
-    """The jobs as processes, `workers` at once (each with its share of the cores, and its output in
-    `work_dir/logs/<name>.log` when more than one), each in order once its `after` run is done; the first to fail
-    stops the sweep with one line."""
-    logs = work_dir / "logs"
+def engine_jobs(runs: list[Job], common: list[str], work_dir: Path, workers: int) -> list[jobs.Job]:
+    """The sweep's runs as the engine's jobs: `python -m bertlab.<stage>` with the sweep's defaults, the command
+    line's overrides (`common`; with more than one worker, `impl.threads` first: each its share of the cores), where
+    it reads and writes, and the grid's; its output in `work_dir/logs/<stage>-<name>.log`; a cell after its encoder."""
     if workers > 1:
-        logs.mkdir(exist_ok=True)
         common = [f"impl.threads={max(1, (os.cpu_count() or 1) // workers)}", *common]  # the command line's win
-    pending, running, finished = list(jobs), {}, set()
-    try:
-        while pending or running:
-            for job in [j for j in pending if j.after is None or j.after in finished][:workers - len(running)]:
-                pending.remove(job)
-                log.info("[%d/%d] %s %s", len(jobs) - len(pending), len(jobs), job.stage, job.name)
-                log_file = logs / f"{job.stage}-{job.name}.log" if workers > 1 else None
-                running[start(job, common, work_dir, log_file)] = (job, log_file, time.monotonic())
-            time.sleep(0.5)
-            for proc, (job, log_file, began) in list(running.items()):
-                if (code := proc.poll()) is None:
-                    continue
-                del running[proc]
-                if code != 0:
-                    where = f" (its log: {log_file})" if log_file else " (its error above)"
-                    raise UserError(f"{job.stage} run {job.name} stopped with exit status {code}{where}; the "
-                                    "finished runs are kept: rerun the same command to go on")
-                finished.add(job.name)
-                log.info("done: %s %s (%s)", job.stage, job.name, timedelta(seconds=round(time.monotonic() - began)))
-    finally:  # a failure or a stop signal stops the runs in flight too, which keep their checkpoints
-        for proc in running:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait()
+    return [jobs.Job(run.name, (sys.executable, "-m", f"bertlab.{run.stage}", *run.defaults, *common,
+                                f"data_dir={work_dir}", f"out_dir={work_dir}", *run.overrides),
+                     work_dir / "logs" / f"{run.stage}-{run.name}.log", (run.after,) if run.after else ())
+            for run in runs]
+
+
+def run_all(runs: list[Job], common: list[str], work_dir: Path, workers: int) -> None:
+    """The runs as jobs on `workers` local workers (`bertlab.jobs`), each once its encoder is done; with one worker
+    its output shows here as it runs. A run that fails stops the sweep, once the runs in flight have ended, with one
+    line naming its log (the runs waiting for it are not started)."""
+    failures = jobs.run_jobs(engine_jobs(runs, common, work_dir, workers),
+                             jobs.Engine("local", work_dir / "logs" / "submitit", workers), Path.cwd(),
+                             follow=workers == 1)
+    if failures:
+        stages = {run.name: run.stage for run in runs}
+        first = failures[0]
+        raise UserError(f"{stages[first.job.name]} run {first}; the finished runs are kept: rerun the same command "
+                        "to go on")
 
 
 @stage.main(own_output=True, reads=("scaling", "logger"))  # into scaling.work_dir and .report_dir, checked here
@@ -239,21 +219,21 @@ def run(cfg: DictConfig) -> None:
     without = {c["task"]: why for c in spec["claims"] if (why := sweep.no_data(work_dir, c["task"])) is not None}
     for task, why in without.items():
         log.info("%s: no data (%s): its cells are not measured", task, why)
-    jobs = plan(spec, set(without))
+    runs = plan(spec, set(without))
     if not spec["report_only"]:
-        run_all(jobs, forwarded(overrides), work_dir, spec["workers"])
-    finished = sum((job.folder(work_dir) / "metrics.json").exists() for job in jobs)
+        run_all(runs, forwarded(overrides), work_dir, spec["workers"])
+    finished = sum((run.folder(work_dir) / "metrics.json").exists() for run in runs)
     if spec["report_only"]:
         log.info("scaling.report_only: the report of the %d of %d planned runs finished so far, starting none",
-                 finished, len(jobs))
+                 finished, len(runs))
     found = scaling_rows.rows(spec, work_dir, ablations["columns"], ablations["bootstrap"], papers)
-    written = report.write(report_dir, spec, found, cfg.profile_name, git_commit(), (finished, len(jobs)))
+    written = report.write(report_dir, spec, found, cfg.profile_name, git_commit(), (finished, len(runs)))
     if cfg.logger.kind == "wandb":  # the CSV's rows and the figures, in group "scaling"
         log_report(cfg.logger, "scaling", f"scaling-{cfg.profile_name}", spec, lambda wandb: {
             "scaling": wandb.Table(columns=list(report.FIELDS), data=report.csv_rows(found)),
             **{f"scaling/{p.stem}": wandb.Image(str(p)) for p in written if p.suffix == ".png"}})
     measured = sum(r.contrast.verdict != NOT_MEASURED for r in found)
-    log.info("%d runs; %d of %d contrasts measured; report -> %s", len(jobs), measured, len(found),
+    log.info("%d runs; %d of %d contrasts measured; report -> %s", len(runs), measured, len(found),
              report_dir / "scaling.md")
 
 

@@ -451,3 +451,21 @@ def test_a_dvc_stop_leaves_no_orphan_and_the_rerun_equals_the_uninterrupted_run(
     assert "resuming from" in done.stdout + done.stderr
     assert metrics(prepared, "orphan")["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-6)
     assert curve(prepared, "orphan") == curve(prepared, "whole")
+
+
+@pytest.mark.parametrize("allocation", [{}, {"SLURM_JOB_ID": "7"}], ids=["outside", "inside"])
+def test_srun_on_path_gives_no_slurm_hint_outside_an_allocation(prepared: Path, tmp_path: Path,
+                                                                allocation: dict[str, str]) -> None:
+    """A login node has `srun` (here a fake one): a run SLURM did not start prints none of Lightning's hints to use
+    it (it gave three a run); inside an allocation (`SLURM_JOB_ID`), where a missing srun is a mistake, it does."""
+    fake = tmp_path / "bin" / "srun"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "BERTLAB_DATA_MIRROR"}
+    env |= allocation | {"PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    done = subprocess.run([sys.executable, "-m", "bertlab.pretrain", f"data_dir={prepared}", *TINY,
+                           f"out_dir={tmp_path}", "name=quiet", "pretrain.max_steps=2"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ("`srun` command is available" in done.stdout + done.stderr) == bool(allocation), done.stderr[-3000:]

@@ -83,10 +83,10 @@ def test_the_report_has_a_figure_per_claim_and_a_table(sweep: tuple[Path, Path, 
     assert "![pretraining_sst2](scaling/pretraining_sst2.png)" in text
 
 
-def records(work: Path) -> dict[Path, int]:
-    """Every run's metrics.json in the sweep's work folder (cells in their encoders' folders) with its mtime."""
+def run_records(work: Path) -> dict[Path, int]:
+    """Every run's metrics.json (an encoder's `pretrain/<run>/`, a cell's `finetune/<encoder>/<cell>/`): its mtime."""
     return {p: p.stat().st_mtime_ns for p in [*work.glob("pretrain/*/metrics.json"),
-                                              *work.glob("finetune/*/*/metrics.json")]}
+                                               *work.glob("finetune/*/*/metrics.json")]}
 
 
 def test_a_rerun_trains_nothing(sweep: tuple[Path, Path, str], prepared: Path, mirror: Path,
@@ -94,13 +94,13 @@ def test_a_rerun_trains_nothing(sweep: tuple[Path, Path, str], prepared: Path, m
     """One budget of each axis again (4 runs, to keep it short), one at a time (their output here): every run finds
     itself finished."""
     work, _, _ = sweep
-    outputs = records(work)
+    outputs = run_records(work)
     cells = {(e, m) for c in GRID["claims"] if c["task"] == "sst2" for e, m in (c["a"], c["b"])}
     assert len(outputs) == (2 * len(ENCODERS) - 1) + (2 * len(cells) - 1) * 2  # encoders; SST-2 cells x 2 budgets
     done = stage("scaling", prepared, f"scaling.report_dir={tmp_path}", "scaling.pretrain_steps=[4]",
                  "scaling.finetune_budgets=[{examples: 64}]", "scaling.workers=1", mirror=mirror, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert records(work) == outputs
+    assert run_records(work) == outputs
     # every encoder at 4 steps and scratch, their SST-2 cells at 64 examples
     assert (done.stdout + done.stderr).count("nothing to do") == len(ENCODERS) + len(cells)
     assert [(r["claim"], r["pretrain_steps"], r["examples"]) for r in read_rows(tmp_path)] == [

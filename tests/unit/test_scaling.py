@@ -4,8 +4,6 @@ its settings checked at the door."""
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from bertlab.errors import UserError
 from bertlab.report import scaling as report
 from bertlab.report import scaling_rows
 from bertlab.report import sweep
-from bertlab import scaling
+from bertlab import jobs, scaling
 from bertlab.scaling import check_grid, forwarded, plan
 from bertlab.stage import CONF_DIR
 from tests.report_data import heldout, items
@@ -94,32 +92,33 @@ def test_a_ppl_claim_compares_held_out_perplexity_on_the_same_instances(tmp_path
     assert "| 2 steps, 1,024 tokens | 0.200 / 0.300 | -100.0 [" in text and "| held-out instances |" in text
 
 
-def test_the_runs_go_workers_at_once_each_after_its_encoder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                            caplog: pytest.LogCaptureFixture) -> None:
-    """Each run is a process: here `sleep`, which records when it starts and ends; two workers overlap runs, never a
-    cell with its encoder, and the first failure stops the sweep naming the run's log."""
-    procs: dict[str, subprocess.Popen] = {}
+def test_the_runs_are_the_engines_jobs_each_cell_after_its_encoder(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """Each run is a job of `bertlab.jobs` (which runs them: tests/unit/test_jobs.py): its stage's command with the
+    sweep's defaults, then the command line's (with more than one worker each its share of the cores), then where it
+    reads and writes and the grid's own; its log in logs/; a cell after its encoder; the first failure stops the sweep
+    naming the run's log."""
+    runs = [scaling.Job("pretrain", "a", ("name=a",), ("model=tiny",)),
+            scaling.Job("finetune", "a-cell", ("name=a-cell",), after="a")]
+    monkeypatch.setattr(scaling.os, "cpu_count", lambda: 4)
+    [pretrain, cell] = scaling.engine_jobs(runs, ["seed=3"], tmp_path, workers=2)
+    assert pretrain.argv == (sys.executable, "-m", "bertlab.pretrain", "model=tiny", "impl.threads=2", "seed=3",
+                             f"data_dir={tmp_path}", f"out_dir={tmp_path}", "name=a")
+    assert (pretrain.log_file, pretrain.after) == (tmp_path / "logs" / "pretrain-a.log", ())
+    assert (cell.name, cell.after) == ("a-cell", ("a",))
+    assert cell.argv[2:5] == ("bertlab.finetune", "impl.threads=2", "seed=3")
+    assert "impl.threads=2" not in scaling.engine_jobs(runs, [], tmp_path, workers=1)[0].argv
+    assert [run.folder(tmp_path) for run in runs] == [tmp_path / "pretrain" / "a",
+                                                      tmp_path / "finetune" / "a" / "a-cell"]
 
-    def fake(job: scaling.Job, common: list[str], work_dir: Path, log_file: Path | None) -> subprocess.Popen:
-        assert common[:1] == ["impl.threads=1"] and log_file == work_dir / "logs" / f"{job.stage}-{job.name}.log"
-        if job.after:  # its encoder has ended by now, the other run not
-            assert procs[job.after].poll() == 0 and procs["b"].poll() is None
-        code = 3 if job.name == "broken" else 0
-        pause = 2.0 if job.name == "b" else 0.3
-        procs[job.name] = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({pause}); exit({code})"])
-        return procs[job.name]
+    def fail(engine_jobs: list, engine: jobs.Engine, cwd: Path, follow: bool) -> list[jobs.Failure]:
+        assert (engine.cluster, engine.workers, follow) == ("local", 3, False)
+        return [jobs.Failure(engine_jobs[1], "exit status 3")]
 
-    monkeypatch.setattr(scaling, "start", fake)
-    monkeypatch.setattr(scaling.os, "cpu_count", lambda: 3)
-    jobs = [scaling.Job("pretrain", "a", ()), scaling.Job("finetune", "a-cell", (), after="a"),
-            scaling.Job("pretrain", "b", ())]
-    with caplog.at_level("INFO", logger="bertlab.scaling"):
-        scaling.run_all(jobs, [], tmp_path, workers=3)
-    assert list(procs) == ["a", "b", "a-cell"] and all(p.poll() == 0 for p in procs.values())
-    done = [m.split(" (")[0] for m in caplog.messages if re.fullmatch(r"done: .* \(\d+:\d\d:\d\d\)", m)]
-    assert done == ["done: pretrain a", "done: finetune a-cell", "done: pretrain b"]
-    with pytest.raises(UserError, match=r"^finetune run broken stopped with exit status 3 \(its log: .*broken.log\)"):
-        scaling.run_all([scaling.Job("finetune", "broken", ())], [], tmp_path, workers=3)
+    monkeypatch.setattr(scaling.jobs, "run_jobs", fail)
+    with pytest.raises(UserError, match=r"^finetune run a-cell: exit status 3 \(its log: .*finetune-a-cell.log\); "
+                                        r"the finished runs are kept"):
+        scaling.run_all(runs, [], tmp_path, workers=3)
 
 
 def test_only_the_sweeps_own_settings_and_data_dir_stay_behind() -> None:

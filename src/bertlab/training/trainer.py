@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -58,6 +60,7 @@ def make_trainer(devices: Devices, loggers: list, work_dir: Path, batch: tuple[s
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import LearningRateMonitor
 
+    quiet_outside_slurm()
     trainer = pl.Trainer(
         **trainer_devices(devices), logger=loggers, default_root_dir=work_dir,
         callbacks=[*callbacks, LearningRateMonitor("step"), progress_bar()], enable_checkpointing=False,
@@ -65,6 +68,17 @@ def make_trainer(devices: Devices, loggers: list, work_dir: Path, batch: tuple[s
     )
     setting, size = batch
     return trainer, fit_global_batch(trainer, size, devices.max_device_batch, setting)
+
+
+SRUN_HINT = "The `srun` command is available on your system but is not used"  # Lightning's, from SLURMEnvironment
+
+
+def quiet_outside_slurm() -> None:
+    """Outside any SLURM allocation (no `SLURM_JOB_ID`), Lightning's hint to prepend `srun`, which it gives wherever
+    `srun` is on PATH (a login node) each time it looks for SLURM (three times a run), is ignored: a process SLURM did
+    not start is not one that forgot srun. Inside an allocation the hint stays, and SLURM's launch is unchanged."""
+    if "SLURM_JOB_ID" not in os.environ:
+        warnings.filterwarnings("ignore", message=re.escape(SRUN_HINT))
 
 
 def split_batch(global_batch: int, world_size: int, max_device_batch: int | None, setting: str) -> tuple[int, int]:

@@ -1,0 +1,229 @@
+"""`python -m bertlab.grid [key=value ...]`: what `dvc status` finds stale, as parallel jobs (`bertlab.jobs`), back in
+DVC at the end. Not a stage: it drives them.
+
+1. The stale stages upstream of the training stages (`configs`, the data stages) run here, `dvc repro`.
+2. The plan is printed: a job per stale `pretrain@<encoder>` (its command in dvc.yaml; a twin, the same run under
+   another name, after the other, whose outputs it copies), and a job per fine-tuning cell
+   of each stale `finetune@<encoder>` (`python -m bertlab.finetune -cd data/configs/finetune/<encoder>/cell -cn
+   <cell>`: the stage's multirun, a cell a job), which waits for its encoder's pretraining where that is stale.
+   `dry_run=true` stops here.
+3. The jobs run; each finished stage is recorded with `dvc commit -f <stage>` (only this process runs DVC: the jobs
+   never hold its lock); then `dvc repro` runs what is left (the report). A failed job is named with its log, and the
+   command stops before the report: run it again, and only what is still stale is submitted.
+
+Settings: `cluster` (`local`: `workers` jobs at once, each with `gpus_per_job` GPUs; `slurm`: sbatch jobs on
+`partition` for `time` minutes each, a pretraining job on `nodes` nodes of `gpus_per_job` GPUs, one task a GPU as
+`srun` starts them, a cell on one GPU where `gpus_per_job` > 0; `cpus_per_job` CPUs a task). A SLURM job that reaches
+its time limit or is preempted is requeued (submitit, on SLURM's signal 90 s before) and so is one `scontrol requeue`
+stops: run again, a pretraining run resumes from its last checkpoint, a finished cell does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+
+from bertlab import runs
+from bertlab.errors import UserError
+from bertlab.jobs import Engine, Job, run_jobs
+
+TRAINING = ("pretrain", "finetune")  # the stages run as jobs (foreach stages: `<stage>@<encoder>`)
+FOLDER = Path("data/grid")  # the jobs' logs (`logs/`) and submitit's files (`submitit/`)
+DEFAULTS: dict[str, Any] = {"cluster": "local", "workers": 1, "gpus_per_job": 0, "nodes": 1, "cpus_per_job": None,
+                            "partition": None, "time": 60, "dry_run": False}
+
+
+@dataclass
+class Plan:
+    """What the grid runs: the stale stages before the jobs (here), the jobs, the stages each job group finishes."""
+
+    upstream: list[str]
+    jobs: list[Job]
+    stages: dict[str, list[str]]  # stage -> the names of its jobs (committed once all are done)
+
+
+def settings(args: list[str]) -> dict[str, Any]:
+    """The command line's `key=value` settings over DEFAULTS; a one-line UserError naming a bad one."""
+    given = {}
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        if not eq or key not in DEFAULTS:
+            raise UserError(f"grid: {arg!r}: expected key=value, the key one of {', '.join(DEFAULTS)}")
+        given[key] = yaml.safe_load(value) if value else None  # as YAML reads it: 2, true, null, a name
+    s = DEFAULTS | given
+    if s["cluster"] not in ("local", "slurm"):
+        raise UserError(f"grid: cluster={s['cluster']!r}: expected local or slurm")
+    for key, lo in (("workers", 1), ("gpus_per_job", 0), ("nodes", 1), ("time", 1)):
+        if not (isinstance(s[key], int) and not isinstance(s[key], bool) and s[key] >= lo):
+            raise UserError(f"grid: {key}={s[key]!r}: expected an integer >= {lo}")
+    if s["cpus_per_job"] is not None and not (isinstance(s["cpus_per_job"], int) and s["cpus_per_job"] >= 1):
+        raise UserError(f"grid: cpus_per_job={s['cpus_per_job']!r}: expected an integer >= 1, or null")
+    if not isinstance(s["dry_run"], bool):
+        raise UserError(f"grid: dry_run={s['dry_run']!r}: expected true or false")
+    if s["cluster"] == "local" and s["nodes"] != 1:
+        raise UserError(f"grid: nodes={s['nodes']}: a local worker has one node (cluster=slurm for more)")
+    return s
+
+
+def engine(s: dict[str, Any]) -> Engine:
+    """The executor settings of `s`: SLURM's for every job and for the `pretrain` and `cell` kinds."""
+    common = {"time": s["time"], "additional_parameters": {"requeue": True}}
+    common |= {k: v for k, v in (("partition", s["partition"]), ("cpus_per_task", s["cpus_per_job"])) if v}
+    g = s["gpus_per_job"]
+    kinds = {"pretrain": {"nodes": s["nodes"], "ntasks_per_node": max(1, g), **({"gpus_per_node": g} if g else {})},
+             "cell": {"nodes": 1, "ntasks_per_node": 1, **({"gpus_per_node": 1} if g else {})}}
+    return Engine(s["cluster"], FOLDER / "submitit", s["workers"], g if s["cluster"] == "local" else 0, common, kinds)
+
+
+def dvc(*args: str) -> None:
+    """`dvc <args>` here, its output passed through; a UserError naming the command where it fails."""
+    done = subprocess.run([sys.executable, "-m", "dvc", *args])
+    if done.returncode != 0:
+        raise UserError(f"grid: `dvc {' '.join(args)}` failed (exit status {done.returncode}; its output above)")
+
+
+def stale() -> dict[str, Any]:
+    """The stages `dvc status` finds stale, and every stage of the pipeline (by name: `stage@item` for foreach)."""
+    from dvc.repo import Repo
+
+    with Repo(".") as repo:
+        return {"stale": set(repo.status()), "stages": {s.addressing: s for s in repo.index.stages},
+                "graph": repo.index.graph}
+
+
+def upstream_of_training(found: dict[str, Any]) -> list[str]:
+    """The stale stages the training stages depend on, directly or not (DVC's graph points to dependencies)."""
+    import networkx as nx
+
+    graph, by_stage = found["graph"], {s: name for name, s in found["stages"].items()}
+    training = [s for s, name in by_stage.items() if name.split("@")[0] in TRAINING]
+    ups = {by_stage[u] for s in training for u in nx.descendants(graph, s)}
+    return [name for name in found["stages"] if name in ups and name in found["stale"]
+            and name.split("@")[0] not in TRAINING]
+
+
+def command(stage: Any) -> tuple[str, ...]:
+    """A stage's command line, with this interpreter for a leading `python`."""
+    argv = shlex.split(stage.cmd)
+    return (sys.executable, *argv[1:]) if argv[0] == "python" else tuple(argv)
+
+
+def pretraining(encoder: str) -> tuple[str, bool]:
+    """What decides an encoder's pretraining beside its inputs (its run key's settings), and whether it trains at all
+    (`scratch`: 0 steps). A twin, equal in these, copies the other's outputs once they are there
+    (`impl.reuse_twins`): its job waits for the other's."""
+    composed = Path(f"data/configs/pretrain/{encoder}.yaml")
+    if not composed.exists():  # a dry run before `configs` has composed it
+        return encoder, True
+    cfg = OmegaConf.load(composed)
+    settings = runs.values_at(cfg, [*runs.RESULT_KEYS["pretrain"], "pretrain_data.seed"])
+    return json.dumps(settings, sort_keys=True, default=str), cfg.pretrain.max_steps > 0
+
+
+def plan(found: dict[str, Any]) -> Plan:
+    """The jobs of the stale training stages (see the module's docstring)."""
+    names = [n for n in found["stages"] if n in found["stale"] and n.split("@")[0] in TRAINING]
+    jobs, stages, trains = [], {}, {}
+    for name in [n for n in names if n.startswith("pretrain@")]:
+        settings, trains_at_all = pretraining(name.split("@", 1)[1])
+        first = trains.setdefault(settings, name)
+        light = first != name or not trains_at_all  # a twin's copy, an untrained export: a cell's size
+        jobs.append(Job(name, command(found["stages"][name]), FOLDER / "logs" / f"{name}.log",
+                        () if first == name else (first,), kind="cell" if light else "pretrain"))
+        stages[name] = [name]
+    pretrained = set(stages)
+    for encoder in dict.fromkeys(n.split("@", 1)[1] for n in names):
+        name = f"finetune@{encoder}"
+        if name not in found["stages"] or (name not in names and f"pretrain@{encoder}" not in pretrained):
+            continue  # a stale encoder's pretraining: its cells run after it (a finished one does nothing)
+        cells = sorted(p.stem for p in Path(f"data/configs/finetune/{encoder}/cell").glob("*.yaml"))
+        after = (f"pretrain@{encoder}",) if f"pretrain@{encoder}" in pretrained else ()
+        stages[name] = [f"{name}/{cell}" for cell in cells]
+        jobs += [Job(f"{name}/{cell}", (sys.executable, "-m", "bertlab.finetune", "-cd",
+                                        f"data/configs/finetune/{encoder}/cell", "-cn", cell),
+                     FOLDER / "logs" / name / f"{cell}.log", after, kind="cell") for cell in cells]
+    return Plan(upstream_of_training(found), jobs, stages)
+
+
+def describe(p: Plan, s: dict[str, Any]) -> str:
+    """The plan in a few lines: what runs here first, how many jobs of what size, then what re-enters DVC."""
+    pretrain = [j for j in p.jobs if j.kind == "pretrain"]
+    light = [j for j in p.jobs if j.kind == "cell" and j.name.startswith("pretrain@")]
+    cells = [j for j in p.jobs if j.kind == "cell" and j not in light]
+    g = s["gpus_per_job"]
+    if s["cluster"] == "slurm":
+        where = f"SLURM jobs (partition {s['partition'] or 'default'}, {s['time']} min each)"
+        size = (f"{s['nodes']} node(s) x {g} GPU(s), a task a GPU" if g else f"{s['nodes']} node(s) x 1 task",
+                "1 task, 1 GPU" if g else "1 task")
+    else:
+        where = f"{s['workers']} local worker(s)"
+        size = (f"1 process, {g} GPU(s)",) * 2
+    per_encoder = {n.split("@")[1]: len(jobs) for n, jobs in p.stages.items() if n.startswith("finetune@")}
+    first = f"dvc repro {' '.join(p.upstream)}" if p.upstream else "nothing (the inputs are current)"
+    lines = [f"grid plan on {where}:", f"  here first: {first}",
+             f"  {len(pretrain)} pretraining job(s) of {size[0]}: {', '.join(j.name for j in pretrain) or '-'}",
+             *([f"  {len(light)} pretraining job(s) of {size[1]}, training nothing (0 steps) or copying a twin "
+                "after it: " + ", ".join(j.name + (f" after {j.after[0]}" if j.after else "") for j in light)]
+               if light else []),
+             f"  {len(cells)} fine-tuning cell job(s) of {size[1]}: "
+             + (", ".join(f"{e} {n}" for e, n in per_encoder.items()) or "-"),
+             f"  then: dvc commit -f each of the {len(p.stages)} stage(s) as its jobs finish, and dvc repro"]
+    return "\n".join(lines)
+
+
+def run(args: list[str]) -> int:
+    """The command: 0 when every stale stage ran and the pipeline is current, 1 when a job failed."""
+    s = settings(args)
+    found = stale()
+    upstream = upstream_of_training(found)
+    if upstream and not s["dry_run"]:
+        dvc("repro", *upstream)
+        found = stale()
+    p = plan(found)
+    p.upstream = upstream
+    print(describe(p, s), flush=True)
+    if s["dry_run"]:
+        return 0
+    left = {name: set(jobs) for name, jobs in p.stages.items()}
+
+    def finished(job: Job) -> None:
+        for name, waiting in left.items():
+            if job.name in waiting:
+                waiting.discard(job.name)
+                if not waiting:
+                    dvc("commit", "-f", "-q", name)
+
+    failures = run_jobs(p.jobs, engine(s), Path.cwd(), on_done=finished)
+    for stage in [n for n, jobs in left.items() if not jobs and not p.stages[n]]:
+        dvc("commit", "-f", "-q", stage)  # a stage with no cells: nothing to run, its empty output recorded
+    if failures:
+        print(f"{len(failures)} job(s) did not finish; rerun this command to submit what is still stale:",
+              file=sys.stderr)
+        for f in failures:
+            print(f"  {f}", file=sys.stderr)
+        return 1
+    dvc("repro")
+    return 0
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("submitit").propagate = False  # it has its own handlers: once is enough
+    try:
+        sys.exit(run(sys.argv[1:]))
+    except UserError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""End to end: `python -m bertlab.grid` runs a smoke slice of the study as parallel jobs, on two local workers and
+(slow) on a real one-node SLURM, to the outputs a sequential `dvc repro` writes, with `dvc status` clean after it; and
+a pretraining job SLURM requeues resumes from its checkpoint to the weights of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from bertlab.jobs import Engine, Job, run_jobs
+from tests import slurm
+from tests.helpers import REPO, TINY
+
+DECLARATION = "conf/ablations/default.yaml"
+TIMINGS = {"train_seconds", "eval_seconds", "throughput", "trained_as"}  # a twin copied or trained: either
+
+
+def smoke_slice(dest: Path) -> Path:
+    """The project's files in a fresh git repo at the smoke profile: `bert`, `scratch` and `L12_H768_A12` (at smoke
+    `bert`'s twin), each with an MRPC cell (Tables 5, 6), one seed; one torch thread a run (a speed setting: the
+    sums' order, so the last bits, follow it)."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if (REPO / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, dest / f)
+    params = yaml.safe_load((dest / "params.yaml").read_text())
+    (dest / "params.yaml").write_text(yaml.safe_dump(params | {"profile": "smoke"}, sort_keys=False))
+    study = yaml.safe_load((dest / DECLARATION).read_text())
+    study["encoders"] = {k: study["encoders"][k] for k in ("bert", "scratch", "L12_H768_A12")}
+    study["seeds"] = [1]
+    for table, spec in study["tables"].items():
+        rows = {"table5": ["bert-finetune", "scratch-finetune"], "table6": ["L12_H768_A12-finetune"]}.get(table, [])
+        spec |= {"tasks": ["mrpc"] if rows else [], "rows": {row: spec["rows"][row] for row in rows}}
+    (dest / DECLARATION).write_text(yaml.safe_dump(study, sort_keys=False))
+    impl = dest / "conf/impl/cpu.yaml"
+    impl.write_text(re.sub(r"(?m)^threads: .*$", "threads: 1", impl.read_text()))
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    return dest
+
+
+def env_of(repo: Path, shared_data: Path) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("SLURM_")},
+            "BERTLAB_DATA_MIRROR": str(shared_data), "WANDB_MODE": "offline",
+            "PYTHONPATH": str(repo / "src"), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def run(cmd: list[str], repo: Path, shared_data: Path, path: Path | None = None) -> str:
+    """`cmd`'s output (`path`: a folder put first on PATH)."""
+    env = env_of(repo, shared_data)
+    if path is not None:
+        env["PATH"] = f"{path}:{env['PATH']}"
+    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout + done.stderr
+
+
+def results(repo: Path) -> dict[str, object]:
+    """Every file of the training stages' outputs: its bytes, a metrics.json as data without its timings."""
+    found: dict[str, object] = {}
+    for path in sorted(p for kind in ("pretrain", "finetune") for p in (repo / "data" / kind).rglob("*")):
+        if path.is_file():
+            key = str(path.relative_to(repo))
+            found[key] = ({k: v for k, v in json.loads(path.read_text()).items() if k not in TIMINGS}
+                          if path.name == "metrics.json" else path.read_bytes())
+    return found
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
+    """The slice after one sequential `dvc repro`, with `srun` on PATH (a fake one, as on a cluster's login node):
+    not one stage prints Lightning's hint to use it (before, each training stage printed three)."""
+    repo = smoke_slice(tmp_path_factory.mktemp("sequential"))
+    fake = tmp_path_factory.mktemp("bin") / "srun"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    output = run(["dvc", "repro"], repo, shared_data, path=fake.parent)
+    assert "Running stage 'pretrain@bert'" in output and "srun" not in output
+    return repo
+
+
+def check_like_sequential(repo: Path, sequential: Path, output: str, shared_data: Path) -> None:
+    """The grid's output: the plan before any job, the same results as `dvc repro`, and nothing stale after it."""
+    plan = output.index("grid plan on")
+    assert plan < output.index("submitted ")
+    shown = output[plan:output.index("submitted ")]
+    assert re.search(r"\n  1 pretraining job\(s\) of [^:]*: pretrain@bert\n", shown), shown  # scratch trains nothing
+    assert re.search(r"\n  2 pretraining job\(s\) of [^:]*copying a twin after it: pretrain@scratch, "
+                     r"pretrain@L12_H768_A12 after pretrain@bert\n", shown), shown
+    assert re.search(r"\n  3 fine-tuning cell job\(s\) of [^:]*: bert 1, scratch 1, L12_H768_A12 1\n", shown), shown
+    twin = json.loads((repo / "data/pretrain/L12_H768_A12/metrics.json").read_text())
+    assert twin["trained_as"] == "bert"  # a twin's job waits for the other's, and copies it
+    ran, want = results(repo), results(sequential)
+    assert sorted(ran) == sorted(want) and len(want) > 20
+    assert [k for k in want if ran[k] != want[k]] == []
+    assert json.loads(run(["dvc", "status", "--json"], repo, shared_data)) == {}
+    assert "Running stage" not in run(["dvc", "repro"], repo, shared_data)
+    assert (repo / "reports/ablations.md").read_text().count("mrpc") == (
+        sequential / "reports/ablations.md").read_text().count("mrpc")
+
+
+def test_two_local_workers_give_the_sequential_outputs(sequential: Path, tmp_path: Path, shared_data: Path) -> None:
+    """A rerun finds nothing stale and submits nothing."""
+    repo = smoke_slice(tmp_path)
+    output = run([sys.executable, "-m", "bertlab.grid", "workers=2"], repo, shared_data)
+    check_like_sequential(repo, sequential, output, shared_data)
+    assert (repo / "data/grid/logs/pretrain@bert.log").read_text().count("held-out perplexity") == 1
+    again = run([sys.executable, "-m", "bertlab.grid", "workers=2"], repo, shared_data)
+    assert "0 pretraining job(s)" in again and "0 fine-tuning cell job(s)" in again and "submitted" not in again
+
+
+def test_a_bad_setting_is_named_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "bertlab.grid", "workers=0"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert (done.returncode, done.stderr) == (2, "Error: grid: workers=0: expected an integer >= 1\n")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> None:
+    with slurm.cluster() as reason:
+        if reason is not None:
+            pytest.skip(f"no one-node SLURM here: {reason}")
+        yield
+
+
+@pytest.mark.slow
+def test_slurm_jobs_give_the_sequential_outputs(cluster: None, sequential: Path, tmp_path: Path,
+                                                shared_data: Path) -> None:
+    repo = smoke_slice(tmp_path)
+    output = run([sys.executable, "-m", "bertlab.grid", "cluster=slurm", "time=30"], repo, shared_data)
+    assert "on SLURM jobs (partition default, 30 min each)" in output
+    check_like_sequential(repo, sequential, output, shared_data)
+
+
+def requeue_once(name: str, checkpoints: Path, log: list[str]) -> None:
+    """Once a `last.ckpt` is under `checkpoints`, `scontrol requeue` the SLURM job called `name`, and let it start
+    again at once (else it waits in BeginTime for minutes)."""
+    deadline = time.monotonic() + 600
+    while not list(checkpoints.glob("*/last.ckpt")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    [job_id] = subprocess.run(["squeue", "-h", "-o", "%i", "-n", name], capture_output=True, text=True).stdout.split()
+    subprocess.run(["scontrol", "requeue", job_id], check=True)
+    log.append(job_id)
+    time.sleep(2)
+    subprocess.run(["scontrol", "update", f"jobid={job_id}", "StartTime=now"], check=True)
+
+
+@pytest.mark.slow
+def test_a_requeued_pretraining_job_resumes_to_the_uninterrupted_weights(cluster: None, prepared: Path,
+                                                                          tmp_path: Path) -> None:
+    """A tiny model's 400 steps, a checkpoint every 50: requeued once its first checkpoint is written, the job
+    starts again (SLURM_RESTART_COUNT=1), resumes from it and ends with the uninterrupted run's weights."""
+    settings = [f"data_dir={prepared}", *TINY, "pretrain.max_steps=400", "pretrain.checkpoint_every_steps=50",
+                "pretrain.val_every_steps=200", "impl.threads=1", "name=requeued"]
+    argv = (sys.executable, "-m", "bertlab.pretrain", *settings)
+    whole = subprocess.run([*argv, f"out_dir={tmp_path / 'whole'}"], capture_output=True, text=True, timeout=900)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    out = tmp_path / "requeued"
+    log_file = tmp_path / "logs" / "pretrain@requeued.log"
+    job = Job("pretrain@requeued", (*argv, f"out_dir={out}"), log_file, kind="pretrain")
+    requeued: list[str] = []
+    checkpoints = out / "checkpoints" / "pretrain"
+    watcher = threading.Thread(target=lambda: requeue_once(job.name, checkpoints, requeued), daemon=True)
+    watcher.start()
+    failures = run_jobs([job], Engine("slurm", tmp_path / "submitit", slurm={"time": 30,
+                                                                            "additional_parameters": {"requeue": True}}),
+                        tmp_path)
+    watcher.join(timeout=60)
+    text = log_file.read_text()
+    assert failures == [] and requeued, text[-3000:]
+    assert "resuming from" in text, text[-3000:]
+    weights = [torch.load(d / "pretrain" / "requeued" / "model.pt", weights_only=True) for d in (out, tmp_path / "whole")]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
