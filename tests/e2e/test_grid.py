@@ -111,14 +111,25 @@ def check_like_sequential(repo: Path, sequential: Path, output: str, shared_data
         sequential / "reports/ablations.md").read_text().count("mrpc")
 
 
+def readme_grid_lines() -> list[str]:
+    """The `python -m bertlab.grid` lines of the README's "Scaling out", as written."""
+    section = (REPO / "README.md").read_text().split("\n## Scaling out\n", 1)[1].split("\n## ", 1)[0]
+    return [line for block in re.findall(r"```bash\n(.*?)```", section, re.S) for line in block.splitlines()
+            if line.startswith("python -m bertlab.grid")]
+
+
 def test_two_local_workers_give_the_sequential_outputs(sequential: Path, tmp_path: Path, shared_data: Path) -> None:
-    """A rerun finds nothing stale and submits nothing."""
+    """The README's line, as written; a rerun finds nothing stale and submits nothing, and the README's dry run of
+    the cluster's grid plans nothing more."""
+    local, dry_run, _ = readme_grid_lines()
     repo = smoke_slice(tmp_path)
-    output = run([sys.executable, "-m", "bertlab.grid", "workers=2"], repo, shared_data)
+    output = run(["bash", "-c", local], repo, shared_data)
     check_like_sequential(repo, sequential, output, shared_data)
     assert (repo / "data/grid/logs/pretrain@bert.log").read_text().count("held-out perplexity") == 1
-    again = run([sys.executable, "-m", "bertlab.grid", "workers=2"], repo, shared_data)
+    again = run(["bash", "-c", local], repo, shared_data)
     assert "0 pretraining job(s)" in again and "0 fine-tuning cell job(s)" in again and "submitted" not in again
+    planned = run(["bash", "-c", dry_run], repo, shared_data)
+    assert "grid plan on SLURM jobs (partition gpu, 2880 min each)" in planned and "0 pretraining job(s)" in planned
 
 
 def test_a_bad_setting_is_named_in_one_line(tmp_path: Path) -> None:
@@ -139,7 +150,12 @@ def cluster() -> None:
 def test_slurm_jobs_give_the_sequential_outputs(cluster: None, sequential: Path, tmp_path: Path,
                                                 shared_data: Path) -> None:
     repo = smoke_slice(tmp_path)
-    output = run([sys.executable, "-m", "bertlab.grid", "cluster=slurm", "time=30"], repo, shared_data)
+    line = readme_grid_lines()[2]  # the README's, sized to this one-node cluster of 2 CPUs
+    for old, new in (("partition=gpu ", ""), ("gpus_per_job=8", "gpus_per_job=0"), ("nodes=4", "nodes=1"),
+                     ("time=2880", "time=30")):
+        assert old in line
+        line = line.replace(old, new)
+    output = run(["bash", "-c", line], repo, shared_data)
     assert "on SLURM jobs (partition default, 30 min each)" in output
     check_like_sequential(repo, sequential, output, shared_data)
 

@@ -117,9 +117,9 @@ def test_a_run_that_trains_nothing_starts_without_lightning(prepared: Path, tmp_
     cell = [*TINY, "task=sst2", "name=twice", "finetune.encoder=twice", "finetune.max_train_examples=32"]
     assert lightning_imported("bertlab.finetune", prepared, *cell)
     assert not lightning_imported("bertlab.finetune", prepared, *cell)  # finished: nothing to do
-    assert json.loads((prepared / "finetune/twice/metrics.json").read_text())["status"] == "ok"
+    assert json.loads((prepared / "finetune/twice/twice/metrics.json").read_text())["status"] == "ok"  # <encoder>/<cell>
     assert not lightning_imported("bertlab.finetune", prepared, *cell, "task=mnli", "name=none")  # no data
-    assert json.loads((prepared / "finetune/none/metrics.json").read_text())["status"] == "no data"
+    assert json.loads((prepared / "finetune/twice/none/metrics.json").read_text())["status"] == "no data"
 
 def test_cli_names_the_hydra_profile(tmp_path: Path) -> None:
     write_data(tmp_path / "data")

@@ -198,4 +198,4 @@ def test_a_multirun_logs_a_wandb_run_per_job_grouped_by_its_sweep(finetune_data:
                                   zip(sorted(save_dir.glob("wandb/offline-run-*")), runs, strict=True))
     assert sorted(runs.values()) == [("finetune-sweep-lr", "sweep_seed1", 1), ("finetune-sweep-lr", "sweep_seed2", 2)]
     for seed in (1, 2):  # each job's own curve and metrics, beside its run
-        assert json.loads((tmp_path / f"finetune/sweep_seed{seed}/metrics.json").read_text())["seed"] == seed
+        assert json.loads((tmp_path / f"finetune/tiny/sweep_seed{seed}/metrics.json").read_text())["seed"] == seed
