@@ -12,14 +12,13 @@ entries into one room are one, as `walk.py` counts them), and a room entered aga
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
-import runpy
 import sys
-import threading
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from walk import run_profiled  # benchmarks/, this script's folder
 
 
 def settings_of(value: Any) -> str | None:
@@ -28,7 +27,8 @@ def settings_of(value: Any) -> str | None:
 
     if isinstance(value, DictConfig):
         return "DictConfig"
-    if dataclasses.is_dataclass(value) and type(value).__module__ == "bertlab.training.recipe":
+    if dataclasses.is_dataclass(value) and type(value).__module__ in ("bertlab.training.recipe",
+                                                                       "bertlab.training.run_settings"):
         return type(value).__name__
     return None
 
@@ -57,18 +57,7 @@ def walk(module: str, argv: list[str]) -> list[tuple[str, str, list[str], bool]]
             caller = room(frame.f_back.f_code.co_filename) if frame.f_back else None
             calls.append((name, code.co_qualname, got, caller != name))
 
-    importlib.import_module(module)  # its imports first, unrecorded
-    sys.argv = [module, *argv]
-    sys.setprofile(hook)
-    threading.setprofile(hook)
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit as stop:
-        if stop.code not in (0, None):
-            raise
-    finally:
-        sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+    run_profiled(module, argv, hook)
     return calls
 
 

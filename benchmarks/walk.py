@@ -27,6 +27,7 @@ import itertools
 import runpy
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -71,7 +72,14 @@ def walk(module: str, argv: list[str], depth: int) -> tuple[list[str], list[str]
             if entering and (not read or read[-1] != name):
                 read.append(name)
 
-    importlib.import_module(module)  # its imports first, unrecorded: a class body run by an import is not a call
+    run_profiled(module, argv, hook)
+    return stops, read
+
+
+def run_profiled(module: str, argv: list[str], hook: Callable[[FrameType, str, Any], None]) -> None:
+    """`python -m <module> <argv>` in this process with `hook` as the profiler of every thread; its imports first,
+    unrecorded (a class body run by an import is not a call)."""
+    importlib.import_module(module)
     sys.argv = [module, *argv]
     sys.setprofile(hook)
     threading.setprofile(hook)
@@ -83,7 +91,6 @@ def walk(module: str, argv: list[str], depth: int) -> tuple[list[str], list[str]
     finally:
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
-    return stops, read
 
 
 def main() -> None:

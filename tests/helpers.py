@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import datasets
 import torch
+import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
@@ -134,6 +136,21 @@ def finetune_config(data_dir: Path, *overrides: str) -> DictConfig:
             "finetune.max_train_examples=null", "finetune.max_eval_examples=null", "finetune.batch_size=16",
             "impl.threads=1", *overrides,
         ])
+
+
+def copy_project(dest: Path) -> Path:
+    """The project's files as git sees them (committed or not) under `dest`, a fresh git repo at the `smoke`
+    profile."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for f in files:
+        if (REPO / f).is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, dest / f)
+    params = yaml.safe_load((dest / "params.yaml").read_text())
+    (dest / "params.yaml").write_text(yaml.safe_dump(params | {"profile": "smoke"}, sort_keys=False))
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    return dest
 
 
 def cell_dir(data_dir: Path, name: str) -> Path:

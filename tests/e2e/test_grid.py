@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ import yaml
 
 from bertlab.jobs import Engine, Job, run_jobs
 from tests import slurm
-from tests.helpers import REPO, TINY
+from tests.helpers import REPO, TINY, copy_project
 
 DECLARATION = "conf/ablations/default.yaml"
 TIMINGS = {"train_seconds", "eval_seconds", "throughput", "trained_as"}  # a twin copied or trained: either
@@ -30,14 +29,7 @@ def smoke_slice(dest: Path) -> Path:
     """The project's files in a fresh git repo at the smoke profile: `bert`, `scratch` and `L12_H768_A12` (at smoke
     `bert`'s twin), each with an MRPC cell (Tables 5, 6), one seed; one torch thread a run (a speed setting: the
     sums' order, so the last bits, follow it)."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for f in files:
-        if (REPO / f).is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, dest / f)
-    params = yaml.safe_load((dest / "params.yaml").read_text())
-    (dest / "params.yaml").write_text(yaml.safe_dump(params | {"profile": "smoke"}, sort_keys=False))
+    copy_project(dest)
     study = yaml.safe_load((dest / DECLARATION).read_text())
     study["encoders"] = {k: study["encoders"][k] for k in ("bert", "scratch", "L12_H768_A12")}
     study["seeds"] = [1]
@@ -47,7 +39,6 @@ def smoke_slice(dest: Path) -> Path:
     (dest / DECLARATION).write_text(yaml.safe_dump(study, sort_keys=False))
     impl = dest / "conf/impl/cpu.yaml"
     impl.write_text(re.sub(r"(?m)^threads: .*$", "threads: 1", impl.read_text()))
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
 
 

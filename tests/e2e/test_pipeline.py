@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, free_port
+from tests.helpers import REPO, copy_project, free_port
 
 Run = Callable[[list[str], Path], subprocess.CompletedProcess]
 DECLARATION = "conf/ablations/default.yaml"  # the study: the grid dvc.yaml reads
@@ -48,15 +48,7 @@ def stages_run(output: str) -> set[str]:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
     """The project's files (as git sees them, committed or not) in a fresh git repo, set to the smoke profile."""
-    dest = tmp_path_factory.mktemp("e2e") / "bertlab"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for f in files:
-        if (REPO / f).is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, dest / f)
-    params = yaml.safe_load((dest / "params.yaml").read_text())
-    (dest / "params.yaml").write_text(yaml.safe_dump(params | {"profile": "smoke"}, sort_keys=False))
+    dest = copy_project(tmp_path_factory.mktemp("e2e") / "bertlab")
     # A slice of every table (each keeps cells), one seed, so the whole study runs in a few minutes.
     study = yaml.safe_load((dest / DECLARATION).read_text())
     study["encoders"] = {k: study["encoders"][k] for k in ("bert", "ltr", "scratch", "L3_H768_A12", "L12_H768_A12")}
@@ -68,7 +60,6 @@ def repo(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
         spec = study["tables"][table]
         spec |= {"tasks": tasks, "rows": {row: spec["rows"][row] for row in rows}}
     (dest / DECLARATION).write_text(yaml.safe_dump(study, sort_keys=False))
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
 
 
