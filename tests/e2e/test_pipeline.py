@@ -254,7 +254,8 @@ def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) ->
     for name in ("sweep_L3_H768_A12", "sweep_L6_H768_A12"):
         assert json.loads((repo / f"data/hand/pretrain/{name}/metrics.json").read_text())["steps"] == 20
     run(["bash", "-c", finetune], repo)
-    assert json.loads((repo / "data/hand/finetune/sst2-sweep_L3/metrics.json").read_text())["status"] == "ok"
+    assert json.loads((repo / "data/hand/finetune/sweep_L3_H768_A12/sst2-sweep_L3/metrics.json").read_text())[
+        "status"] == "ok"
     assert pipeline == pipeline_files(repo)
     assert "up to date" in run(["dvc", "status"], repo).stdout
 

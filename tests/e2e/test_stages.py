@@ -201,6 +201,6 @@ def test_a_finetune_by_hand_reads_the_pipelines_encoder_and_writes_under_out_dir
         capture_output=True, text=True, env=ENV, cwd=finetune_data, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert_quiet(done)
-    record = json.loads((finetune_data / "hand/finetune/byhand/metrics.json").read_text())
+    record = json.loads((finetune_data / "hand/finetune/tiny/byhand/metrics.json").read_text())  # <encoder>/<cell>
     assert record["status"] == "ok" and record["encoder"] == "tiny" and record["train_examples"] == 32
     assert not cell_dir(finetune_data, "byhand").exists()
