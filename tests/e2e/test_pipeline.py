@@ -199,7 +199,7 @@ def test_a_queued_experiment_reruns_only_what_its_params_change(repo: Path, run:
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "baseline"], cwd=repo,
                    check=True)
-    run(["dvc", "exp", "run", "--queue", "-n", "mrpc-seeds", "-S", f"{DECLARATION}:cells.seeds.mrpc=2"], repo)
+    run(["dvc", "exp", "run", "--queue", "-n", "mrpc-seeds", "-S", f"{DECLARATION}:++cells.seeds.mrpc=2"], repo)
     run(["dvc", "queue", "start"], repo)
     deadline = time.monotonic() + 900
     while "Queued" in (status := run(["dvc", "queue", "status"], repo).stdout) or "Running" in status:
