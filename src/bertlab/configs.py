@@ -36,7 +36,14 @@ from bertlab.stage import CONF_DIR
 
 PARAMS = ("profile", "corpus")  # params.yaml's keys
 PIPELINE_OUTPUTS = ["out_dir=${data_dir}", "ablations.report_dir=reports"]  # where the pipeline's runs write
-DECLARATION = Path(CONF_DIR) / "ablations" / "default.yaml"  # the study, as dvc.yaml reads it
+DECLARATION = Path("ablations") / "default.yaml"  # the study, as dvc.yaml reads it (in conf_dir())
+
+
+def conf_dir() -> Path:
+    """The `conf/` this stage composes: the working directory's, where DVC runs it (a queued experiment's copy of the
+    project, whose `-S` edits are there), else the package's own (`stage.CONF_DIR`)."""
+    here = Path.cwd() / "conf"
+    return here if (here / "config.yaml").is_file() else Path(CONF_DIR)
 
 
 @dataclass(frozen=True)
@@ -89,11 +96,11 @@ def read_study(cfg: DictConfig, spec: dict[str, Any] | None = None) -> tuple[dic
     spec = OmegaConf.to_container(cfg.ablations, resolve=True) if composed else spec
     study.check(spec)
     if composed:
-        declared = study.grid(yaml.safe_load(DECLARATION.read_text(encoding="utf-8")))
+        declared = study.grid(yaml.safe_load((conf_dir() / DECLARATION).read_text(encoding="utf-8")))
         for key, value in study.grid(spec).items():
             if value != declared[key]:
                 raise UserError(f"ablations.{key}: the profile {cfg.profile_name!r} changes its names, but dvc.yaml's "
-                                f"grid is {DECLARATION}'s (a profile leaves runs out with `cells`)")
+                                f"grid is conf/{DECLARATION}'s (a profile leaves runs out with `cells`)")
     policy = spec.get("cells") or {}
     study.check_policy(policy, spec)
     return spec, policy
@@ -108,7 +115,8 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
     """Compose and write the config and key file of every run of the study (`spec`, an `ablations` config; None: the
     declaration) under `out`; returns the number of runs."""
     count = 0
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"), atomic_dir(out) as tmp:
+    conf = conf_dir()
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"), atomic_dir(out) as tmp:
         study_cfg = _compose("the study", base_overrides(params))
         spec, policy = read_study(study_cfg, spec)
         for run in runs(params, spec, policy):
@@ -118,7 +126,7 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
                 settings.check(cfg)
                 kinds.check(cfg)
                 settings.check_appended(run.overrides, lambda o: compose(config_name="config", overrides=o),
-                                        Path(CONF_DIR))
+                                        conf)
             except UserError as err:
                 raise UserError(f"{run.stage} run {run.name!r}: {err}") from err
             full = OmegaConf.to_container(cfg, resolve=True)
