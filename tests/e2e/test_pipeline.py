@@ -42,7 +42,10 @@ def run(shared_data: Path) -> Run:
 
 
 def stages_run(output: str) -> set[str]:
-    return set(re.findall(r"Running stage '([^']+)'", output))
+    """The stages a `dvc repro` ran, or restored from DVC's run cache (the same deps and params ran before: here a
+    queued experiment of the same change)."""
+    return set(re.findall(r"Running stage '([^']+)'", output)) | set(
+        re.findall(r"Stage '([^']+)' is cached - skipping run", output))
 
 
 @pytest.fixture(scope="module")
