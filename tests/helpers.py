@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from bertlab.files import write_json
 from bertlab.modeling.export import save_plain
 from bertlab.modeling.model import BertConfig, BertForPretraining
+from bertlab.runs import pretrain_dir
 from bertlab.stage import CONF_DIR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,27 +104,28 @@ def pretrain_patched(data: Path, tmp: Path, *args: str, kill_at: int | None = No
                           capture_output=True, text=True, env=env, timeout=600)
 
 
-def checkpoint(data: Path, name: str) -> Path:
-    (last,) = (data / "checkpoints/pretrain").glob(f"{name}-*/last.ckpt")
+def checkpoint(data: Path, name: str, seed: int = 1) -> Path:
+    (last,) = (data / "checkpoints/pretrain").glob(f"{name}-{seed}-*/last.ckpt")
     return last
 
 
-def validated_steps(data: Path, name: str) -> list[int]:
-    with (data / "pretrain" / name / "metrics.csv").open(newline="") as f:
+def validated_steps(data: Path, name: str, seed: int = 1) -> list[int]:
+    with (pretrain_dir(data, name, seed) / "metrics.csv").open(newline="") as f:
         return [int(r["step"]) for r in csv.DictReader(f) if r.get("val/ppl")]
 
 
 # -- fine-tuning on the `finetune_data` fixture ---------------------------------------------------------------------
 
 def save_encoder(d: Path, name: str, vocab_size: int, objective: str, *, nsp: bool, causal: bool) -> None:
-    """A 4-layer encoder in `d/pretrain/<name>`, as the pretrain stage leaves one (its objective's name and
-    properties in metrics.json)."""
+    """A 4-layer encoder pretrained at seed 1 in `d/pretrain/<name>/<name>-1`, as the pretrain stage leaves one (its
+    objective's name and properties in metrics.json)."""
     torch.manual_seed(0)
     config = BertConfig(vocab_size=vocab_size, num_layers=4, hidden_size=32, num_heads=4, intermediate_size=64,
                         max_position_embeddings=64, dropout=0.0, attention_dropout=0.0)  # as the cpu profile pretrains
-    save_plain(BertForPretraining(config, nsp=nsp), config, d / "pretrain" / name)
-    write_json(d / "pretrain" / name / "metrics.json", {"name": name, "objective": objective, "nsp": nsp,
-                                                        "causal": causal})
+    out = pretrain_dir(d, name, 1)
+    save_plain(BertForPretraining(config, nsp=nsp), config, out)
+    write_json(out / "metrics.json", {"name": out.name, "encoder": name, "seed": 1, "objective": objective,
+                                      "nsp": nsp, "causal": causal})
 
 
 ENV = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline"}

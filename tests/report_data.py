@@ -76,17 +76,19 @@ FROZEN = {"finetune": ("finetune", None, False), "bilstm": ("finetune", None, Tr
 
 
 def ft(encoder: str, task: str, score: float | str | None, seed: int = 1, mode: str = "finetune",
-       with_items: bool = True) -> dict[str, Any]:
-    """A fine-tuning run of row `<encoder>-<mode>` (`mode`: a mode of the study; any other is a Table 7 strategy), as
-    the pipeline names it: its metrics.json record, and under "_items" its items.json (None: no items file).
-    `score` None = the task had no data."""
-    name = f"{task}-{encoder}-{mode}-{seed}"
+       with_items: bool = True, pretrain_seed: int = 1) -> dict[str, Any]:
+    """A fine-tuning run of row `<encoder>-<mode>` (`mode`: a mode of the study; any other is a Table 7 strategy) on
+    the encoder's pretraining run at `pretrain_seed`, as the pipeline names it: its metrics.json record, and under
+    "_items" its items.json (None: no items file). `score` None = the task had no data."""
+    name = f"{task}-{encoder}-{mode}-{pretrain_seed}-{seed}"
     finetune_mode, features, bilstm = FROZEN.get(mode, ("feature_based", mode, True))
     split, metric = SPLIT.get(task, "validation"), METRIC.get(task, "accuracy")
-    item_file = items(name, task, score) if score is not None else None
+    draw = name if pretrain_seed != 1 else f"{task}-{encoder}-{mode}-{seed}"  # the first run's items: as they were
+    item_file = items(draw, task, score) if score is not None else None
     value = headline(item_file) if item_file else None
     return {
-        "name": name, "encoder": encoder, "task": task, "seed": seed, "mode": finetune_mode, "features": features,
+        "name": name, "encoder": encoder, "pretrain_seed": pretrain_seed, "task": task, "seed": seed,
+        "mode": finetune_mode, "features": features,
         "bilstm": bilstm, "status": "ok" if value is not None else "no data",
         "reason": None if value is not None else "not in mirror",
         "metrics": {split: {metric: value}} if value is not None else {}, "headline": value,
@@ -165,15 +167,24 @@ def _dump(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj))
 
 
+def pretrain_runs(pretrain: dict[str, dict] = PRETRAIN) -> dict[str, dict]:
+    """`Results.pretrain` of `pretrain` (encoder -> its run at seed 1): run name -> record."""
+    return {f"{e}-1": {"name": f"{e}-1", "encoder": e, "seed": 1, **{k: v for k, v in r.items() if k != "_items"}}
+            for e, r in pretrain.items()}
+
+
 def write_data(root: Path, finetune: list[dict] = FINETUNE, pretrain: dict[str, dict] = PRETRAIN) -> None:
-    """The synthetic results as the other stages lay them out under `root` (a data/ directory)."""
+    """The synthetic results as the other stages lay them out under `root` (a data/ directory): `pretrain` maps an
+    encoder (or any key, with the run's `encoder` and `seed` in its record; seed 1 where none) to its run."""
     _dump(root / "download" / "manifest.json", MANIFEST)
-    for name, run in pretrain.items():
+    for key, run in pretrain.items():
+        encoder, seed = run.get("encoder", key), run.get("seed", 1)
+        folder = root / "pretrain" / encoder / f"{encoder}-{seed}"
         record = {k: v for k, v in run.items() if k != "_items"}
-        _dump(root / "pretrain" / name / "metrics.json", {"name": name, **record})
-        _dump(root / "pretrain" / name / "heldout_items.json", run["_items"])
-        if name != "scratch":  # never trained: no curve
-            (root / "pretrain" / name / "metrics.csv").write_text(LOSS_CSV)
+        _dump(folder / "metrics.json", {"name": folder.name, "encoder": encoder, "seed": seed, **record})
+        _dump(folder / "heldout_items.json", run["_items"])
+        if encoder != "scratch":  # never trained: no curve
+            (folder / "metrics.csv").write_text(LOSS_CSV)
     for run in finetune:
         cell = root / "finetune" / run["encoder"] / run["name"]
         _dump(cell / "metrics.json", {k: v for k, v in run.items() if k != "_items"})

@@ -1,15 +1,17 @@
 """Stage `configs`: compose, with Hydra, the exact config of every run in the pipeline.
 
 `dvc repro` never composes Hydra configs, so this first stage does it. For each run of the study that conf/ablations
-declares (`bertlab.study`: an encoder's pretraining, a table cell's fine-tuning per seed) at `params.yaml`'s profile
-and corpus, it writes `data/configs/<stage>/<name>.yaml`, the complete resolved config the run starts from
-(`python -m bertlab.<stage> -cd data/configs/<stage> -cn <name>`), and `<name>.key.yaml`, the part of it that can
-change the run's results; a cell's go in its encoder's folder, `data/configs/finetune/<encoder>/{cell,keys}/`, beside
-`cells.yaml`, the Hydra multirun over them that the encoder's fine-tuning stage runs (`run_files`, `write_sweep`).
-Each DVC stage depends on its key files only, so `dvc repro` reruns exactly the runs whose
-effective settings changed, and never one for a speed-only (`impl`) or logging (`logger`) change: batch sizes are
-global (all devices and nodes), so a key is the same on any number of GPUs. A run the profile leaves out
-(`ablations.cells`) gets `not_run` (why) in its config and key: its stage writes a "not run" record instead of training.
+declares (`bertlab.study`: an encoder's pretraining per pretraining seed, a table cell's fine-tuning per pretraining run
+and seed) at `params.yaml`'s profile and corpus, it writes the complete resolved config the run starts from and its key
+file, the part of it that can change the run's results: a data stage's and the report's as
+`data/configs/<stage>/<stage>.yaml` and `.key.yaml` (`python -m bertlab.<stage> -cd data/configs/<stage> -cn <stage>`);
+a training run's in its encoder's folder, `data/configs/<stage>/<encoder>/{<group>,keys}/<name>.yaml` (`<group>`: `run`
+for pretraining, `cell` for fine-tuning), beside `runs.yaml` or `cells.yaml`, the Hydra multirun over them that the
+encoder's DVC stage runs (`run_files`, `write_sweep`). Each DVC stage depends on its key files only, so `dvc repro`
+reruns exactly the runs whose effective settings changed, and never one for a speed-only (`impl`) or logging (`logger`)
+change: batch sizes are global (all devices and nodes), so a key is the same on any number of GPUs. A run the profile
+leaves out (`ablations.cells`) gets `not_run` (why) in its config and key: its stage writes a "not run" record instead
+of training.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def conf_dir() -> Path:
 @dataclass(frozen=True)
 class Run:
     """One run of the pipeline: its stage, name and Hydra overrides; why the profile leaves it out (None: it runs);
-    the tables that use it (its W&B tags, the first its group); a fine-tuning cell's encoder."""
+    the tables that use it (its W&B tags, the first its group); a training run's encoder."""
 
     stage: str
     name: str
@@ -78,13 +80,16 @@ def runs(params: dict[str, Any], spec: dict[str, Any], policy: dict[str, Any]) -
     for stage in ("download", "tokenizer", "pretrain_data"):
         yield Run(stage, stage, base)
     for name, overrides in spec["encoders"].items():
-        yield Run("pretrain", name, [*base, f"name={name}", *overrides], study.encoder_left_out(policy, name),
-                  tuple(study.tables_using(spec, name)))
+        for seed in spec["pretrain_seeds"]:
+            yield Run("pretrain", study.pretrain_name(name, seed), [*base, f"name={name}", f"seed={seed}", *overrides],
+                      study.encoder_left_out(policy, name, seed, spec["pretrain_seeds"]),
+                      tuple(study.tables_using(spec, name)), name)
     for cell in study.cells(spec):
-        overrides = [*base, f"name={cell.name}", f"finetune.encoder={cell.encoder}", f"task={cell.task}",
-                     f"seed={cell.seed}", *spec["modes"][cell.mode], *study.cell_overrides(policy, cell)]
-        yield Run("finetune", cell.name, overrides, study.cell_left_out(policy, cell, spec["seeds"]), (cell.table,),
-                  cell.encoder)
+        overrides = [*base, f"name={cell.name}", f"finetune.encoder={cell.encoder}",
+                     f"finetune.pretrain_seed={cell.pretrain_seed}", f"task={cell.task}", f"seed={cell.seed}",
+                     *spec["modes"][cell.mode], *study.cell_overrides(policy, cell)]
+        yield Run("finetune", cell.name, overrides,
+                  study.cell_left_out(policy, cell, spec["seeds"], spec["pretrain_seeds"]), (cell.table,), cell.encoder)
     yield Run("ablations", "ablations", base)
 
 
@@ -138,41 +143,49 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
             if run.not_run:
                 key["not_run"] = run.not_run
             config, key_file = run_files(tmp, run)
-            header = "# @package _global_\n" if run.stage == "finetune" else ""
+            header = "# @package _global_\n" if run.encoder else ""
             for path, text in ((config, header + yaml.safe_dump(full, sort_keys=False)),
                                (key_file, yaml.safe_dump(key))):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
             count += 1
-        for encoder in spec["encoders"]:  # each encoder's cells: one Hydra multirun, a job a cell
-            write_sweep(tmp / "finetune" / encoder, Path(study_cfg.data_dir) / "hydra" / "finetune" / encoder)
+        for stage in GROUPS:  # each encoder's runs of a training stage: one Hydra multirun, a job a run
+            for encoder in spec["encoders"]:
+                write_sweep(tmp / stage / encoder, stage, Path(study_cfg.data_dir) / "hydra" / stage / encoder)
     return count
+
+
+GROUPS = {"pretrain": ("run", "runs", "pretraining run", "${name}-${seed}"),  # stage -> its runs' config group, the
+          "finetune": ("cell", "cells", "fine-tuning cell", "${name}")}       # sweep's name, what a job is, job folder
 
 
 def run_files(root: Path, run: Run) -> tuple[Path, Path]:
     """Where `run`'s config and key file go under `root`: `<stage>/<name>.yaml` and `<stage>/<name>.key.yaml`; a
-    fine-tuning cell's in its encoder's folder, `finetune/<encoder>/cell/<name>.yaml` (a config of the group `cell`,
-    at the top level: `# @package _global_`) and `finetune/<encoder>/keys/<name>.yaml`."""
-    if run.stage != "finetune":
+    training run's in its encoder's folder, `<stage>/<encoder>/<group>/<name>.yaml` (a config of the group `run` or
+    `cell`, at the top level: `# @package _global_`) and `<stage>/<encoder>/keys/<name>.yaml`."""
+    if run.encoder is None:
         return root / run.stage / f"{run.name}.yaml", root / run.stage / f"{run.name}.key.yaml"
-    folder = root / "finetune" / run.encoder
-    return folder / "cell" / f"{run.name}.yaml", folder / "keys" / f"{run.name}.yaml"
+    folder = root / run.stage / run.encoder
+    return folder / GROUPS[run.stage][0] / f"{run.name}.yaml", folder / "keys" / f"{run.name}.yaml"
 
 
-SWEEP = """# Every fine-tuning cell on this encoder, a job each, in one process (Hydra's multirun; a finished cell does nothing):
-#   python -m bertlab.finetune -m -cd data/configs/finetune/<encoder> -cn cells 'cell=glob(*)'
-# One cell alone: python -m bertlab.finetune -cd data/configs/finetune/<encoder>/cell -cn <cell>
+SWEEP = """# Every {what} of this encoder, a job each, in one process (Hydra's multirun; a finished one does nothing):
+#   python -m bertlab.{stage} -m -cd data/configs/{stage}/<encoder> -cn {sweep} '{group}=glob(*)'
+# One alone: python -m bertlab.{stage} -cd data/configs/{stage}/<encoder>/{group} -cn <name>
 defaults:
-  - cell: ???
+  - {group}: ???
   - _self_
 """
 
 
-def write_sweep(folder: Path, logs: Path) -> None:
-    """`folder/cells.yaml`: the primary config of the multirun over `folder/cell/`, its job logs under `logs`."""
+def write_sweep(folder: Path, stage: str, logs: Path) -> None:
+    """`folder/<sweep>.yaml`: the primary config of the multirun over `folder/<group>/` (`GROUPS`), its job logs
+    under `logs`."""
+    group, name, what, subdir = GROUPS[stage]
     folder.mkdir(parents=True, exist_ok=True)
-    sweep = {"hydra": {"sweep": {"dir": str(logs), "subdir": "${name}"}}}
-    (folder / "cells.yaml").write_text(SWEEP + yaml.safe_dump(sweep, sort_keys=False))
+    sweep = {"hydra": {"sweep": {"dir": str(logs), "subdir": subdir}}}
+    text = SWEEP.format(what=what, stage=stage, sweep=name, group=group)
+    (folder / f"{name}.yaml").write_text(text + yaml.safe_dump(sweep, sort_keys=False))
 
 
 def _compose(what: str, overrides: list[str]) -> DictConfig:

@@ -1,7 +1,7 @@
 """Stage `finetune`: a task head on a pretrained encoder, trained on the task and scored on its dev set(s).
 
-Reads `data/pretrain/<finetune.encoder>/` (the encoder, or `<out_dir>/pretrain/<finetune.encoder>/` where one was
-pretrained there by hand; its `metrics.json` says whether it was pretrained left-to-right, `causal`),
+Reads the encoder's pretraining run at `finetune.pretrain_seed`, `data/pretrain/<encoder>/<encoder>-<pretrain_seed>/`
+(or `<out_dir>/pretrain/...` where one was pretrained there by hand; its `metrics.json` says whether it was pretrained left-to-right, `causal`),
 `data/tokenizer/tokenizer.json` and `data/download/tasks/<task>/`; writes `<out_dir>/finetune/<encoder>/<name>/`
 (`data/finetune/` in the pipeline, `data/hand/finetune/` by hand), all or nothing: `metrics.json` (every eval
 split's metrics, and the floor's headline metric), `items.json` (the headline split's per-item columns of the model
@@ -37,7 +37,7 @@ from bertlab.data.tasks import Task, missing_data
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir, read_json, write_json
 from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS
-from bertlab.runs import cell_fields, cell_key, reuse
+from bertlab.runs import cell_fields, cell_key, pretrain_dir, reuse
 from bertlab.study import NOT_RUN
 from bertlab.tracking import one_run_per_job
 
@@ -64,10 +64,11 @@ def task_of(cfg: DictConfig) -> Task:
 
 
 def encoder_dir(cfg: DictConfig) -> Path:
-    """The folder of pretraining run `finetune.encoder`: in `out_dir` (one pretrained by hand beside this run) if it
-    is there, else the pipeline's in `data_dir`."""
-    own = Path(cfg.out_dir) / "pretrain" / cfg.finetune.encoder
-    return own if own.exists() else Path(cfg.data_dir) / "pretrain" / cfg.finetune.encoder
+    """The folder of encoder `finetune.encoder`'s pretraining run at seed `finetune.pretrain_seed`: in `out_dir` (one
+    pretrained by hand beside this run) if it is there, else the pipeline's in `data_dir`."""
+    ft = cfg.finetune
+    own = pretrain_dir(cfg.out_dir, ft.encoder, ft.pretrain_seed)
+    return own if own.exists() else pretrain_dir(cfg.data_dir, ft.encoder, ft.pretrain_seed)
 
 
 def cell_dir(cfg: DictConfig) -> Path:

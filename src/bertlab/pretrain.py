@@ -1,11 +1,12 @@
 """Stage `pretrain`: train a BERT encoder with masked LM + NSP (BERT), masked LM only, or left-to-right LM.
 
-Reads `data/pretrain_data` and `data/tokenizer`; writes `<out_dir>/pretrain/<name>/` (`data/pretrain/` in the
-pipeline, `data/hand/pretrain/` by hand): the model as a plain state
+Reads `data/pretrain_data` and `data/tokenizer`; writes `<out_dir>/pretrain/<name>/<name>-<seed>/` (`data/pretrain/` in
+the pipeline, `data/hand/pretrain/` by hand; `seed` decides the initialisation, data order, masks and dropout, so two
+encoders at one seed draw them from the same streams): the model as a plain state
 dict + JSON config, its encoder and LM head in Hugging Face's masked-LM layout (`hf/`), the training curve
 (`metrics.csv`), `metrics.json` with the held-out perplexity ("LM (ppl)" of Table 6) and its unigram floor, and
 `heldout_items.json` (per held-out instance: the model's and the floor's NLL sums and scored positions).
-Checkpoints live in `<out_dir>/checkpoints/pretrain/<name>-<key>/`, the key hashing everything that changes the result
+Checkpoints live in `<out_dir>/checkpoints/pretrain/<name>-<seed>-<key>/`, the key hashing everything that changes the result
 (the bertlab code, the results-affecting settings, the input files). A rerun after a kill resumes from `last.ckpt`
 and ends exactly as the uninterrupted run; a finished, foreign or unreadable `last.ckpt` is never resumed (an
 unreadable one is moved aside, named in the log), and the directory is removed once the outputs are written. A
@@ -31,20 +32,22 @@ from omegaconf import DictConfig
 from bertlab import runs, stage
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir, require, write_json
-from bertlab.study import NOT_RUN
+from bertlab.study import NOT_RUN, pretrain_name
 from bertlab.tracking import one_run_per_job
 
 
-@stage.main(named_runs=True, reads=("pretrain_data.seed", "name", "impl", "logger"))
+@stage.main(named_runs=True, run_name=lambda cfg: pretrain_name(cfg.name, cfg.seed),
+            reads=("pretrain_data.seed", "name", "impl", "logger"))
 def run(cfg: DictConfig) -> bool:
     """Train (or copy a twin's outputs); True when this very run was finished already, or the profile leaves it out
     (a "not run" record, with why), and nothing was done. The training is `bertlab.training.pretraining`'s, imported
     only by a run that trains: one that does not starts without Lightning."""
     if cfg.not_run:
         reason = f"not run at {cfg.profile_name}: {cfg.not_run}"
-        with atomic_dir(Path(cfg.out_dir) / "pretrain" / cfg.name) as out:
-            write_json(out / "metrics.json", {"name": cfg.name, "status": NOT_RUN, "reason": reason})
-        print(f"{cfg.name}: {reason}")
+        with atomic_dir(runs.pretrain_dir(cfg.out_dir, cfg.name, cfg.seed)) as out:
+            write_json(out / "metrics.json", {"name": pretrain_name(cfg.name, cfg.seed), "encoder": cfg.name,
+                                              "seed": cfg.seed, "status": NOT_RUN, "reason": reason})
+        print(f"{pretrain_name(cfg.name, cfg.seed)}: {reason}")
         return True
     data_dir = Path(cfg.data_dir)
     tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
@@ -58,8 +61,9 @@ def run(cfg: DictConfig) -> bool:
                               f"pretrain_data.short_seq_length and rerun the pretrain_data stage)")
     key = runs.pretrain_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
                                   counts_file, *([short_dir] if short_steps else [])])
-    out = Path(cfg.out_dir) / "pretrain" / cfg.name
-    if cfg.impl.reuse_twins and (twin := runs.reuse(out, key, {"name": cfg.name}, stage.global_rank() == 0)):
+    out = runs.pretrain_dir(cfg.out_dir, cfg.name, cfg.seed)
+    fields = {"name": out.name, "encoder": cfg.name, "seed": cfg.seed}  # what a copied twin's record takes from this
+    if cfg.impl.reuse_twins and (twin := runs.reuse(out, key, fields, stage.global_rank() == 0, depth=2)):
         return twin == out
     from bertlab.training import pretraining  # Lightning and the model: imported by a run that trains, and only then
 

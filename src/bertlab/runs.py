@@ -19,6 +19,7 @@ from bertlab.errors import UserError
 from bertlab.files import atomic_dir, read_json, write_json
 from bertlab.modeling.features import feature_signature
 from bertlab.settings import RESULT_KEYS
+from bertlab.study import pretrain_name
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +30,17 @@ def values_at(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
     return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in values.items()}
 
 
+def pretrain_dir(root: Path, encoder: str, seed: int) -> Path:
+    """The folder of pretraining run `encoder` at pretraining seed `seed` under `root` (a `data_dir` or `out_dir`):
+    `pretrain/<encoder>/<encoder>-<seed>/`."""
+    return Path(root) / "pretrain" / encoder / pretrain_name(encoder, seed)
+
+
 def cell_fields(cfg: DictConfig) -> dict[str, Any]:
     """What a fine-tuning cell is, as its metrics.json records it and the report's table rows select it."""
     ft = cfg.finetune
     frozen = ft.mode != "finetune"
-    return {"encoder": ft.encoder, "task": cfg.task.name, "mode": ft.mode, "features": ft.features if frozen else None,
+    return {"encoder": ft.encoder, "pretrain_seed": ft.pretrain_seed, "task": cfg.task.name, "mode": ft.mode, "features": ft.features if frozen else None,
             "bilstm": ft.mode == "feature_based" or (not frozen and bool(ft.bilstm))}
 
 
@@ -68,7 +75,7 @@ def pretrain_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:
 
 def cell_key(cfg: DictConfig, encoder: Path, reads: Sequence[str]) -> str | None:
     """The run key of a fine-tuning cell on the pretraining run in folder `encoder`: the code, its result settings
-    but the encoder's name, the encoder's own run key (a twin encoder, copied from another run, has the same) and the
+    but the encoder's name and pretraining seed, the encoder's own run key (a twin encoder, copied from another run, has the same) and the
     bytes of its files the cell `reads` (its weights and config), the tokenizer and the task's data. Frozen features
     enter as what they compute (`feature_signature`), and not at all when fine-tuning. None if the encoder has no key
     or no readable config (it was not written by the pretrain stage; loading it then says what is wrong); a UserError
@@ -88,7 +95,7 @@ def cell_key(cfg: DictConfig, encoder: Path, reads: Sequence[str]) -> str | None
             raise UserError(f"{altered(encoder / name, digest)}: rerun its pretraining (`dvc repro pretrain`, or "
                             f"`python -m bertlab.pretrain name={encoder.name}`)")
     settings = values_at(cfg, RESULT_KEYS["finetune"])
-    settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k != "encoder"}
+    settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k not in ("encoder", "pretrain_seed")}
     settings["finetune"]["features"] = feature_signature(ft.features, num_layers) if ft.mode != "finetune" else None
     data_dir = Path(cfg.data_dir)
     inputs = [data_dir / "tokenizer" / "tokenizer.json", data_dir / "download" / "tasks" / cfg.task.name]
@@ -145,8 +152,8 @@ def reuse(out: Path, key: str, fields: dict[str, Any], copy: bool, depth: int = 
 def find_twin(out: Path, key: str, depth: int = 1) -> Path | None:
     """A finished run whose metrics.json has run key `key` (the same code, result settings and inputs) and whose
     files are the bytes it recorded, if any: the one in `out` first (a rerun of a finished run, which has nothing to
-    do), else another in a folder `depth` levels below `out`'s root (`out`'s parent for depth 1: pretraining runs;
-    its grandparent for 2: cells, in their encoders' folders), whose outputs are this run's too (e.g. Table 6's
+    do), else another in a folder `depth` levels below `out`'s root (`out`'s parent for depth 1; its grandparent for
+    2: pretraining runs and cells, in their encoders' folders), whose outputs are this run's too (e.g. Table 6's
     12/768/12 row where a profile gives the size study `bert`'s budget), so one training can serve both names."""
     out = Path(out)
     root = out.parents[depth - 1]

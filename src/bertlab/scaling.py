@@ -34,6 +34,7 @@ from bertlab import jobs, stage
 from bertlab.errors import UserError
 from bertlab.files import check_writable, require
 from bertlab.kinds import KINDS
+from bertlab.runs import pretrain_dir
 from bertlab.report import scaling as report
 from bertlab.report import scaling_rows
 from bertlab.report import sweep
@@ -57,10 +58,11 @@ class Job:
     after: str | None = None  # the run whose outputs it reads (a cell's encoder)
 
     def folder(self, work_dir: Path) -> Path:
-        """Where the run writes: `pretrain/<name>`, a cell `finetune/<encoder>/<name>` (as `bertlab.finetune`)."""
+        """Where the run writes: `pretrain/<name>/<name>-<seed>` (as `bertlab.pretrain`), a cell
+        `finetune/<encoder>/<name>` (as `bertlab.finetune`)."""
         if self.stage == "finetune":
             return work_dir / "finetune" / str(self.after) / self.name
-        return work_dir / self.stage / self.name
+        return pretrain_dir(work_dir, self.name, sweep.PRETRAIN_SEED)
 
 
 def whole(value: Any, lo: int) -> bool:
@@ -127,7 +129,8 @@ def cells(spec: dict[str, Any], claims: list[dict[str, Any]], steps: int, encode
             examples = "null" if budget["examples"] is None else budget["examples"]
             lr = [f"finetune.lr={budget['lr']}"] if budget.get("lr") is not None else []
             runs.append(Job("finetune", name, (
-                f"name={name}", f"finetune.encoder={run}", f"task={claim['task']}", f"seed={seed}",
+                f"name={name}", f"finetune.encoder={run}", f"finetune.pretrain_seed={sweep.PRETRAIN_SEED}",
+                f"task={claim['task']}", f"seed={seed}",
                 f"{examples_setting(claim['task'])}={examples}", *lr, *spec["modes"][mode]), after=run))
     return runs
 
@@ -149,7 +152,7 @@ def plan(spec: dict[str, Any], without: set[str] = frozenset()) -> list[Job]:
 
     def pretrain(encoder: str, steps: int) -> Job:
         name = sweep.encoder_name(encoder, steps)
-        return Job("pretrain", name, (f"name={name}", f"pretrain.max_steps={steps}"),
+        return Job("pretrain", name, (f"name={name}", f"seed={sweep.PRETRAIN_SEED}", f"pretrain.max_steps={steps}"),
                    (*spec["encoders"][encoder], *spec.get("pretrain_overrides", [])))
 
     runs = [pretrain(sweep.SCRATCH, 0)] if sweep.SCRATCH in named else []

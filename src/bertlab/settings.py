@@ -201,6 +201,10 @@ def check(cfg: DictConfig) -> None:
     for key in ("finetune.encoder", "task.name"):  # each names a folder under data_dir
         if _has(cfg, key):
             check_name(OmegaConf.select(cfg, key), key)
+    for key in ("seed", "finetune.pretrain_seed"):  # a pretraining run's folder is <encoder>-<seed>
+        value = OmegaConf.select(cfg, key)
+        if _has(cfg, key) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise UserError(f"{key}={value!r}: expected an integer >= 0")
     shares = [OmegaConf.select(cfg, f"objective.{k}_replace_prob") for k in ("mask", "random")]
     if None not in shares and sum(shares) > 1:
         raise UserError(f"objective.mask_replace_prob={shares[0]} + objective.random_replace_prob={shares[1]} "

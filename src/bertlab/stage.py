@@ -30,8 +30,8 @@ CONF_DIR = str(settings.CONF_DIR)
 StageFn = Callable[[DictConfig], bool | None]  # True: the run was finished already, nothing was done
 
 
-def main(*, named_runs: bool = False, own_output: bool = False,
-         reads: Sequence[str] = ()) -> Callable[[StageFn], Callable[[], None]]:
+def main(*, named_runs: bool = False, run_name: Callable[[DictConfig], str] = lambda cfg: cfg.name,
+         own_output: bool = False, reads: Sequence[str] = ()) -> Callable[[StageFn], Callable[[], None]]:
     """A stage's Hydra entry point: `python -m bertlab.<stage> key=value ...` (and `-m` for multirun); its `--help`
     lists the settings it reads, with their values: its result settings (`settings.RESULT_KEYS`), then `reads`
     (speed, logging, its run's name).
@@ -44,7 +44,7 @@ def main(*, named_runs: bool = False, own_output: bool = False,
     (or, under DVC, the death of DVC: `bertlab.guards`) one line and status 128 + the signal. A run that completes
     leaves its process's time, start-up included, in `<data_dir or out_dir>/timing/<stage>/<run>.json` for the
     report's budget ledger (one that finds itself finished already leaves that of the run that did the work; global
-    rank zero only; `<run>` is the run's `name` for a stage of `named_runs`, else the stage's; the jobs of a multirun
+    rank zero only; `<run>` is the run's `run_name` for a stage of `named_runs`, else the stage's; the jobs of a multirun
     share one process, whose time before a job is counted once, in the first record it leaves).
     """
     def entry(fn: StageFn) -> Callable[[], None]:
@@ -77,7 +77,7 @@ def main(*, named_runs: bool = False, own_output: bool = False,
                 ranks = ("RANK", "LOCAL_RANK", "NODE_RANK")
                 at_rank_zero = all(os.environ.get(v, "0") == "0" for v in ranks)
                 if not finished_before and startup is not None and at_rank_zero:
-                    run = cfg.name if named_runs else stage_name
+                    run = run_name(cfg) if named_runs else stage_name
                     write_json(root / "timing" / stage_name / f"{run}.json", {
                         "startup_seconds": round(startup, 2),
                         "process_seconds": round(startup + time.perf_counter() - began, 2)})

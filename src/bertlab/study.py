@@ -1,8 +1,10 @@
-"""The study as conf/ablations declares it (the `ablations` config): its encoders, fine-tuning modes, seeds and tables,
-and the grid of runs they make. A table's row is `<encoder>-<mode>`, and each row x task x seed one fine-tuning cell,
-`<task>-<encoder>-<mode>-<seed>`, a job of its encoder's DVC stage `finetune@<encoder>` (dvc.yaml's foreach reads the
-encoders from the same file, so a stage's name is what it runs and survives any edit of the others). A profile's
-`cells` setting leaves runs out: they stay in the grid and write a "not run" record saying why.
+"""The study as conf/ablations declares it (the `ablations` config): its encoders, pretraining seeds, fine-tuning
+modes, seeds and tables, and the grid of runs they make. Each encoder is pretrained once per pretraining seed, run
+`<encoder>-<pretraining seed>`, a job of its DVC stage `pretrain@<encoder>`. A table's row is `<encoder>-<mode>`, and
+each row x task x pretraining run x fine-tuning seed one fine-tuning cell, `<task>-<encoder>-<mode>-<pretraining
+seed>-<seed>`, a job of its encoder's stage `finetune@<encoder>` (dvc.yaml's foreach reads the encoders from the same
+file, so a stage's name is what it runs and survives any edit of the others). A profile's `cells` setting leaves runs
+out: they stay in the grid and write a "not run" record saying why.
 
 Light on purpose (no torch): the `configs` stage imports it.
 """
@@ -22,16 +24,18 @@ SEP = "-"  # joins a cell's parts: no encoder, mode or task name holds it
 
 @dataclass(frozen=True)
 class Cell:
-    """One fine-tuning run of the grid: a table's row on one of its tasks with one seed."""
+    """One fine-tuning run of the grid: a table's row on one of its tasks, on one pretraining run of its encoder, with
+    one fine-tuning seed."""
 
     table: str
     task: str
     row: str  # <encoder>-<mode>
+    pretrain_seed: int
     seed: int
 
     @property
     def name(self) -> str:
-        return cell_name(self.task, self.row, self.seed)
+        return cell_name(self.task, self.row, self.pretrain_seed, self.seed)
 
     @property
     def encoder(self) -> str:
@@ -48,24 +52,37 @@ def split_row(row: str) -> tuple[str, str]:
     return encoder, mode
 
 
-def cell_name(task: str, row: str, seed: int) -> str:
-    """A cell's run name (its folder under data/finetune/<encoder>/): `<task>-<encoder>-<mode>-<seed>`."""
-    return SEP.join((task, row, str(seed)))
+def cell_name(task: str, row: str, pretrain_seed: int, seed: int) -> str:
+    """A cell's run name (its folder under data/finetune/<encoder>/):
+    `<task>-<encoder>-<mode>-<pretraining seed>-<seed>`."""
+    return SEP.join((task, row, str(pretrain_seed), str(seed)))
+
+
+def pretrain_name(encoder: str, seed: int) -> str:
+    """A pretraining run's name (its folder under data/pretrain/<encoder>/): `<encoder>-<pretraining seed>`."""
+    return f"{encoder}{SEP}{seed}"
+
+
+def pretrain_encoder(run: str) -> str:
+    """The encoder of pretraining run `run` (`<encoder>-<pretraining seed>`)."""
+    return run.rpartition(SEP)[0]
 
 
 def cells(study: dict[str, Any]) -> Iterator[Cell]:
-    """Every cell of every table, each seed."""
+    """Every cell of every table, each pretraining run and fine-tuning seed."""
     for table, spec in study["tables"].items():
         for task in spec["tasks"]:
             for row in spec["rows"]:
-                for seed in study["seeds"]:
-                    yield Cell(table, task, row, seed)
+                for pretrain_seed in study["pretrain_seeds"]:
+                    for seed in study["seeds"]:
+                        yield Cell(table, task, row, pretrain_seed, seed)
 
 
 def grid(study: dict[str, Any]) -> dict[str, Any]:
     """What dvc.yaml reads of a (checked) declaration: the encoders' names, the seeds, each table's tasks and rows."""
     tables = {t: (spec["tasks"], list(spec["rows"])) for t, spec in study["tables"].items()}
-    return {"encoders": list(study["encoders"]), "seeds": study["seeds"], "tables": tables}
+    return {"encoders": list(study["encoders"]), "pretrain_seeds": study["pretrain_seeds"], "seeds": study["seeds"],
+            "tables": tables}
 
 
 def tables_using(study: dict[str, Any], encoder: str) -> list[str]:
@@ -98,10 +115,11 @@ def check(study: dict[str, Any]) -> None:
     tables (its folder would have two writers)."""
     for key in ("encoders", "modes"):
         _overrides(study, key)
-    seeds = study.get("seeds")
-    if not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds) or not all(
-            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-        raise UserError(f"ablations.seeds={seeds!r}: expected a list of distinct integers >= 0")
+    for key in ("pretrain_seeds", "seeds"):
+        seeds = study.get(key)
+        if not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds) or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+            raise UserError(f"ablations.{key}={seeds!r}: expected a list of distinct integers >= 0")
     if not isinstance(study.get("tables"), dict):
         raise UserError("ablations.tables: expected tables, each with tasks and rows")
     owner: dict[tuple[str, str], str] = {}
@@ -126,10 +144,17 @@ def check(study: dict[str, Any]) -> None:
 
 
 def check_policy(policy: dict[str, Any], study: dict[str, Any]) -> None:
-    """`ablations.cells` (what a profile runs): `seeds` per task (or `default`) a count >= 1, `skip` tasks or encoders
-    with a reason, `finetune` a table's task -> Hydra overrides of its cells."""
+    """`ablations.cells` (what a profile runs): `seeds` per task (or `default`) a count >= 1, `pretrain_seeds` per
+    encoder (or `default`) a count >= 1, `skip` tasks or encoders with a reason, `finetune` a table's task -> Hydra
+    overrides of its cells."""
     tasks = set(study.get("columns", {}))
     seeds, skip = policy.get("seeds") or {}, policy.get("skip") or {}
+    for encoder, n in (policy.get("pretrain_seeds") or {}).items():
+        if encoder != "default" and encoder not in study["encoders"]:
+            raise UserError(f"ablations.cells.pretrain_seeds.{encoder}: not an encoder of ablations.encoders")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(study["pretrain_seeds"]):
+            raise UserError(f"ablations.cells.pretrain_seeds.{encoder}={n!r}: expected a count from 1 to "
+                            f"{len(study['pretrain_seeds'])} (ablations.pretrain_seeds)")
     for table, by_task in (policy.get("finetune") or {}).items():
         where = f"ablations.cells.finetune.{table}"
         if table not in study["tables"]:
@@ -154,10 +179,23 @@ def check_policy(policy: dict[str, Any], study: dict[str, Any]) -> None:
             raise UserError(f"ablations.cells.skip.{name}: give the reason the report prints")
 
 
-def encoder_left_out(policy: dict[str, Any], encoder: str) -> str | None:
-    """Why the profile leaves `encoder`'s pretraining out (all its cells are), or None."""
+def pretrain_seeds_run(policy: dict[str, Any], encoder: str, seeds: list[int]) -> list[int]:
+    """The pretraining seeds the profile runs of `encoder`: the first `cells.pretrain_seeds.<encoder>` (or `default`;
+    none named: all) of `seeds`."""
+    counts = policy.get("pretrain_seeds") or {}
+    return seeds[:counts.get(encoder, counts.get("default", len(seeds)))]
+
+
+def encoder_left_out(policy: dict[str, Any], encoder: str, seed: int, seeds: list[int]) -> str | None:
+    """Why the profile leaves `encoder`'s pretraining run at `seed` out (all its cells are), or None."""
     why = (policy.get("skip") or {}).get(encoder)
-    return f"{encoder}: {why}" if why else None
+    if why:
+        return f"{encoder}: {why}"
+    if seed not in pretrain_seeds_run(policy, encoder, seeds):
+        n = len(pretrain_seeds_run(policy, encoder, seeds))
+        return (f"pretraining seed {seed}: {encoder} runs the first {n} of ablations.pretrain_seeds "
+                "(ablations.cells.pretrain_seeds)")
+    return None
 
 
 def cell_overrides(policy: dict[str, Any], cell: Cell) -> list[str]:
@@ -166,12 +204,14 @@ def cell_overrides(policy: dict[str, Any], cell: Cell) -> list[str]:
     return list(((policy.get("finetune") or {}).get(cell.table) or {}).get(cell.task) or [])
 
 
-def cell_left_out(policy: dict[str, Any], cell: Cell, seeds: list[int]) -> str | None:
-    """Why the profile leaves `cell` out (its task or encoder skipped, or its seed beyond the task's count), or None."""
+def cell_left_out(policy: dict[str, Any], cell: Cell, seeds: list[int], pretrain_seeds: list[int]) -> str | None:
+    """Why the profile leaves `cell` out (its task or encoder skipped, its pretraining run left out, or its seed beyond
+    the task's count), or None."""
     skip, counts = policy.get("skip") or {}, policy.get("seeds") or {}
-    for subject in (cell.task, cell.encoder):
-        if skip.get(subject):
-            return f"{subject}: {skip[subject]}"
+    if skip.get(cell.task):
+        return f"{cell.task}: {skip[cell.task]}"
+    if why := encoder_left_out(policy, cell.encoder, cell.pretrain_seed, pretrain_seeds):
+        return why
     n = counts.get(cell.task, counts.get("default", len(seeds)))
     if seeds.index(cell.seed) >= n:
         return f"seed {cell.seed}: {cell.task} runs the first {n} of ablations.seeds (ablations.cells.seeds)"

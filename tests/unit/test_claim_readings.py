@@ -49,7 +49,8 @@ SIZE_PPL = {"id": "size", "table": "t6", "text": "Larger is better", "columns": 
 
 def study(tables: dict[str, Any], claims: list[dict[str, Any]], **bootstrap: Any) -> dict[str, Any]:
     """A study declaring `tables` and `claims`, its bootstrap at the report's draws and the assumed between-run SD."""
-    return {"columns": COLUMNS, "encoders": ENCODERS, "tables": tables, "claims": claims,
+    return {"columns": COLUMNS, "encoders": ENCODERS, "pretrain_seeds": [1, 2, 3], "seeds": [1, 2, 3],
+            "tables": tables, "claims": claims,
             "bootstrap": {"draws": DRAWS, "seed": 0, "level": 0.95, "run_sd": RUN_SD} | bootstrap}
 
 

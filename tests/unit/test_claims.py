@@ -83,7 +83,7 @@ def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
     assert pair(nsp, "qnli").reason == "BERT_BASE: not run; No NSP: not run"
     (bilstm,) = found["bilstm_helps_ltr"].pairs
     assert bilstm.contrast.verdict == stats.NOT_MEASURED
-    assert bilstm.reason == "+ BiLSTM: no items.json for squad-ltr-bilstm-1"
+    assert bilstm.reason == "+ BiLSTM: no items.json for squad-ltr-bilstm-1-1"
     assert found["bilstm_helps_ltr"].summary == stats.NOT_MEASURED
     tasks = len(SPEC["tables"]["table5"]["tasks"])  # a pair per Table 5 task: two measured, the rest not
     assert nsp.summary == (f"1 reproduced, 0 contradicted, 1 unresolved at this scale, {tasks - 2} not measured of "

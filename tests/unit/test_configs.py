@@ -17,15 +17,17 @@ from tests.helpers import REPO
 
 PARAMS = {"profile": "smoke", "corpus": "mirror"}
 DECLARED: dict = yaml.safe_load((Path(CONF_DIR) / "ablations" / "default.yaml").read_text())
-# A small study: two encoders, two modes, three seeds; each task runs 1 seed, SST-2 and CoNLL-2003 2 (`cells`).
+# A small study: two encoders at two pretraining seeds, two modes, three seeds; each encoder runs 1 pretraining seed
+# (`bert` 2), each task 1 seed, SST-2 and CoNLL-2003 2 (`cells`).
 SPEC = DECLARED | {
     "encoders": {"bert": ["objective=mlm_nsp"], "ltr": ["objective=ltr"]},
     "modes": {"finetune": [], "sum_all": ["finetune.mode=feature_based", "finetune.features=sum_all"]},
+    "pretrain_seeds": [1, 2],
     "seeds": [1, 2, 3],
     "tables": {"table5": {"tasks": ["sst2", "mrpc"], "rows": {"bert-finetune": {}, "ltr-finetune": {}}},
                "table7": {"tasks": ["conll2003"], "rows": {"bert-sum_all": {}}}},
 }
-POLICY = {"seeds": {"default": 1, "sst2": 2, "conll2003": 2}, "skip": {}}
+POLICY = {"pretrain_seeds": {"default": 1}, "seeds": {"default": 1, "sst2": 2, "conll2003": 2}, "skip": {}}
 
 
 def compose_with(*overrides: str):
@@ -37,34 +39,44 @@ def test_runs_expand_the_pipeline_from_the_declaration() -> None:
     listed = list(runs(PARAMS, SPEC, POLICY))
     names = [(r.stage, r.name) for r in listed]
     assert names[:5] == [("download", "download"), ("tokenizer", "tokenizer"), ("pretrain_data", "pretrain_data"),
-                         ("pretrain", "bert"), ("pretrain", "ltr")]
-    cells = sum(len(t["tasks"]) * len(t["rows"]) for t in SPEC["tables"].values()) * len(SPEC["seeds"])
-    assert sum(r.stage == "finetune" for r in listed) == cells  # every table's rows x tasks x seeds: a stage each
-    assert ("finetune", "mrpc-ltr-finetune-2") in names and names[-1] == ("ablations", "ablations")
-    (run,) = [r for r in listed if r.name == "conll2003-bert-sum_all-3"]
-    assert run.overrides == ["profile=smoke", "corpus=mirror", "name=conll2003-bert-sum_all-3", "finetune.encoder=bert",
-                             "task=conll2003", "seed=3", "finetune.mode=feature_based", "finetune.features=sum_all"]
-    assert run.tags == ("table7",)
-    assert next(r for r in listed if r.name == "bert").tags == ("table5", "table7")
+                         ("pretrain", "bert-1"), ("pretrain", "bert-2")]
+    assert next(r for r in listed if r.name == "ltr-2").overrides == [
+        "profile=smoke", "corpus=mirror", "name=ltr", "seed=2", "objective=ltr"]
+    cells = sum(len(t["tasks"]) * len(t["rows"]) for t in SPEC["tables"].values()) * len(SPEC["seeds"]) * 2
+    assert sum(r.stage == "finetune" for r in listed) == cells  # rows x tasks x pretraining runs x seeds: a job each
+    assert ("finetune", "mrpc-ltr-finetune-1-2") in names and names[-1] == ("ablations", "ablations")
+    (run,) = [r for r in listed if r.name == "conll2003-bert-sum_all-2-3"]
+    assert run.overrides == ["profile=smoke", "corpus=mirror", "name=conll2003-bert-sum_all-2-3",
+                             "finetune.encoder=bert", "finetune.pretrain_seed=2", "task=conll2003", "seed=3",
+                             "finetune.mode=feature_based", "finetune.features=sum_all"]
+    assert run.tags == ("table7",) and run.encoder == "bert"
+    assert next(r for r in listed if r.name == "bert-2").tags == ("table5", "table7")
 
 
 def test_the_profile_leaves_out_seeds_beyond_a_tasks_count_and_what_it_skips() -> None:
-    """`ablations.cells`: each task its first n seeds (`default` for the rest), and a task or encoder left out, with
-    why."""
+    """`ablations.cells`: each encoder its first n pretraining seeds and each task its first n seeds (`default` for the
+    rest), and a task or encoder left out, with why."""
     def left_out(policy: dict) -> dict[str, str | None]:
         return {r.name: r.not_run for r in runs(PARAMS, SPEC, policy) if r.stage in ("pretrain", "finetune")}
 
     capped = left_out(POLICY)
     ran = {name for name, why in capped.items() if why is None}
-    assert ran == {"bert", "ltr", "sst2-bert-finetune-1", "sst2-bert-finetune-2", "sst2-ltr-finetune-1",
-                   "sst2-ltr-finetune-2", "mrpc-bert-finetune-1", "mrpc-ltr-finetune-1", "conll2003-bert-sum_all-1",
-                   "conll2003-bert-sum_all-2"}
-    assert capped["mrpc-bert-finetune-2"] == "seed 2: mrpc runs the first 1 of ablations.seeds (ablations.cells.seeds)"
+    assert ran == {"bert-1", "ltr-1", "sst2-bert-finetune-1-1", "sst2-bert-finetune-1-2", "sst2-ltr-finetune-1-1",
+                   "sst2-ltr-finetune-1-2", "mrpc-bert-finetune-1-1", "mrpc-ltr-finetune-1-1",
+                   "conll2003-bert-sum_all-1-1", "conll2003-bert-sum_all-1-2"}
+    assert capped["mrpc-bert-finetune-1-2"] == "seed 2: mrpc runs the first 1 of ablations.seeds (ablations.cells.seeds)"
+    second = ("pretraining seed 2: bert runs the first 1 of ablations.pretrain_seeds (ablations.cells.pretrain_seeds)")
+    assert capped["bert-2"] == capped["sst2-bert-finetune-2-1"] == second
+    both = left_out(POLICY | {"pretrain_seeds": {"default": 1, "bert": 2}})
+    assert {n for n, why in both.items() if why is None} - ran == {
+        "bert-2", "sst2-bert-finetune-2-1", "sst2-bert-finetune-2-2", "mrpc-bert-finetune-2-1",
+        "conll2003-bert-sum_all-2-1", "conll2003-bert-sum_all-2-2"}
     skipped = left_out({"seeds": {}, "skip": {"ltr": "no causal runs here", "mrpc": "at its floor"}})
-    assert skipped["ltr"] == "ltr: no causal runs here" and skipped["sst2-ltr-finetune-3"] == "ltr: no causal runs here"
-    assert skipped["mrpc-bert-finetune-1"] == "mrpc: at its floor"
-    assert {n for n, why in skipped.items() if why is None} == {"bert", *(f"sst2-bert-finetune-{s}" for s in (1, 2, 3)),
-                                                                 *(f"conll2003-bert-sum_all-{s}" for s in (1, 2, 3))}
+    assert skipped["ltr-2"] == "ltr: no causal runs here" and skipped["sst2-ltr-finetune-1-3"] == skipped["ltr-2"]
+    assert skipped["mrpc-bert-finetune-1-1"] == "mrpc: at its floor"
+    assert {n for n, why in skipped.items() if why is None} == {
+        "bert-1", "bert-2", *(f"{t}-bert-{m}-{p}-{s}" for t, m in (("sst2", "finetune"), ("conll2003", "sum_all"))
+                              for p in (1, 2) for s in (1, 2, 3))}
 
 
 def test_the_profile_sets_a_tables_budget_on_its_tasks_cells_only() -> None:
@@ -74,9 +86,10 @@ def test_the_profile_sets_a_tables_budget_on_its_tasks_cells_only() -> None:
         return {r.name: r.overrides for r in runs(PARAMS, SPEC, policy) if r.stage == "finetune"}
 
     budgeted, plain = overrides(policy), overrides(POLICY)
-    assert budgeted["sst2-ltr-finetune-2"][-2:] == ["seed=2", "finetune.max_train_examples=16000"]
+    assert budgeted["sst2-ltr-finetune-1-2"][-2:] == ["seed=2", "finetune.max_train_examples=16000"]
     changed = {name for name in plain if budgeted[name] != plain[name]}
-    assert changed == {f"sst2-{row}-{s}" for row in ("bert-finetune", "ltr-finetune") for s in (1, 2, 3)}
+    assert changed == {f"sst2-{row}-{p}-{s}" for row in ("bert-finetune", "ltr-finetune") for p in (1, 2)
+                       for s in (1, 2, 3)}
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -90,6 +103,7 @@ def test_the_profile_sets_a_tables_budget_on_its_tasks_cells_only() -> None:
      "ablations.tables.b: sst2 x bert-finetune is a cell of a too"),
     ({"encoders": {"my-bert": []}}, "ablations.encoders: 'my-bert' is not a name"),
     ({"seeds": [1, 1]}, "ablations.seeds=[1, 1]: expected a list of distinct integers"),
+    ({"pretrain_seeds": []}, "ablations.pretrain_seeds=[]: expected a list of distinct integers"),
 ])
 def test_a_declaration_that_makes_no_grid_is_one_line_naming_it(change: dict, message: str) -> None:
     with pytest.raises(UserError, match=re.escape(message)):
@@ -99,6 +113,8 @@ def test_a_declaration_that_makes_no_grid_is_one_line_naming_it(change: dict, me
 @pytest.mark.parametrize(("policy", "message"), [
     ({"seeds": {"nope": 2}}, "ablations.cells.seeds.nope: not a task of ablations.columns"),
     ({"seeds": {"sst2": 0}}, "ablations.cells.seeds.sst2=0: expected a count >= 1"),
+    ({"pretrain_seeds": {"nonsp": 1}}, "ablations.cells.pretrain_seeds.nonsp: not an encoder of ablations.encoders"),
+    ({"pretrain_seeds": {"bert": 3}}, "ablations.cells.pretrain_seeds.bert=3: expected a count from 1 to 2"),
     ({"skip": {"nonsp": "x"}}, "ablations.cells.skip.nonsp: not a task of ablations.columns nor an encoder"),
     ({"skip": {"sst2": ""}}, "ablations.cells.skip.sst2: give the reason the report prints"),
     ({"finetune": {"table6": {}}}, "ablations.cells.finetune.table6: not a table of ablations.tables (table5, table7)"),
@@ -113,22 +129,30 @@ def test_a_bad_cells_setting_is_one_line_naming_it(policy: dict, message: str) -
 
 
 def test_written_configs_are_complete_and_keys_are_results_only(tmp_path: Path) -> None:
-    assert write_all(PARAMS, tmp_path / "configs", SPEC) == 3 + 2 + 15 + 1
-    cell = tmp_path / "configs/finetune/ltr/cell/sst2-ltr-finetune-2.yaml"
+    assert write_all(PARAMS, tmp_path / "configs", SPEC) == 3 + 2 * 2 + 15 * 2 + 1
+    cell = tmp_path / "configs/finetune/ltr/cell/sst2-ltr-finetune-1-2.yaml"
     assert cell.read_text().startswith("# @package _global_\n")  # a config of the group `cell` of ltr's multirun
     full = yaml.safe_load(cell.read_text())
     assert full["finetune"]["encoder"] == "ltr" and full["task"]["name"] == "sst2" and full["seed"] == 2
-    assert full["hydra"]["run"]["dir"].endswith("hydra/finetune/sst2-ltr-finetune-2")
+    assert full["finetune"]["pretrain_seed"] == 1
+    assert full["hydra"]["run"]["dir"].endswith("hydra/finetune/sst2-ltr-finetune-1-2")
     assert full["out_dir"] == full["data_dir"]  # the pipeline's runs write its outputs; by hand, data/hand
     assert full["not_run"] is None and full["logger"]["tags"] == ["table5"]
+    second = yaml.safe_load((tmp_path / "configs/finetune/ltr/cell/sst2-ltr-finetune-2-1.yaml").read_text())
+    assert (second["finetune"]["pretrain_seed"], second["seed"]) == (2, 1)
+    assert second["not_run"].startswith("pretraining seed 2: ltr runs the first 1 of ablations.pretrain_seeds")
     assert compose_with().out_dir == "data/hand"
-    key = yaml.safe_load((tmp_path / "configs/pretrain/ltr.key.yaml").read_text())
-    assert key["objective"]["causal"] is True
+    run = tmp_path / "configs/pretrain/ltr/run/ltr-2.yaml"
+    assert run.read_text().startswith("# @package _global_\n")  # a config of the group `run` of ltr's multirun
+    assert (yaml.safe_load(run.read_text())["name"], yaml.safe_load(run.read_text())["seed"]) == ("ltr", 2)
+    key = yaml.safe_load((tmp_path / "configs/pretrain/ltr/keys/ltr-1.yaml").read_text())
+    assert key["objective"]["causal"] is True and key["seed"] == 1
     assert "impl" not in key and "logger" not in key and set(key) == {"overrides", *RESULT_KEYS["pretrain"]}
     # a seed the study's cells leave out: its config and key say why (a key of its own, so running it reruns it)
-    left = yaml.safe_load((tmp_path / "configs/finetune/ltr/keys/mrpc-ltr-finetune-2.yaml").read_text())
+    left = yaml.safe_load((tmp_path / "configs/finetune/ltr/keys/mrpc-ltr-finetune-1-2.yaml").read_text())
     assert left["not_run"] == "seed 2: mrpc runs the first 1 of ablations.seeds (ablations.cells.seeds)"
-    assert "not_run" not in yaml.safe_load((tmp_path / "configs/finetune/ltr/keys/mrpc-ltr-finetune-1.yaml").read_text())
+    kept = tmp_path / "configs/finetune/ltr/keys/mrpc-ltr-finetune-1-1.yaml"
+    assert "not_run" not in yaml.safe_load(kept.read_text())
 
 
 def test_an_encoders_multirun_composes_each_cell_as_its_own_config(tmp_path: Path) -> None:
@@ -145,6 +169,12 @@ def test_an_encoders_multirun_composes_each_cell_as_its_own_config(tmp_path: Pat
     assert {k: v for k, v in OmegaConf.to_container(job).items() if k != "hydra"} == {
         k: v for k, v in alone.items() if k != "hydra"}
     assert job.hydra.sweep.dir.endswith("hydra/finetune/ltr") and job.hydra.sweep.subdir == names[0]
+    runs_folder = tmp_path / "configs/pretrain/ltr"  # and its pretraining runs, a job a pretraining seed
+    assert sorted(p.stem for p in (runs_folder / "run").glob("*.yaml")) == ["ltr-1", "ltr-2"]
+    with initialize_config_dir(config_dir=str(runs_folder), version_base="1.3"):
+        job = compose("runs", overrides=["run=ltr-2"], return_hydra_config=True)
+    assert (job.name, job.seed, job.objective.name) == ("ltr", 2, "ltr")
+    assert job.hydra.sweep.dir.endswith("hydra/pretrain/ltr") and job.hydra.sweep.subdir == "ltr-2"
 
 
 def test_a_profile_that_redraws_the_grid_is_refused() -> None:
@@ -188,7 +218,7 @@ def test_every_profile_composes(profile: str) -> None:
 
 
 def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="pretrain run 'bad'"):
+    with pytest.raises(UserError, match="pretrain run 'bad-1'"):
         write_all(PARAMS, tmp_path / "configs", SPEC | {"encoders": {"bad": ["objective=nonsense"]}, "tables": {}})
     assert not (tmp_path / "configs").exists()
 
@@ -202,7 +232,7 @@ def test_the_key_holds_the_global_batch_not_how_devices_split_it(tmp_path: Path)
         write_all(PARAMS, tmp_path / name, SPEC | {"encoders": {"bert": ["objective=mlm_nsp", *overrides]},
                                                    "tables": {}})
         cfg = compose_with("profile=smoke", *overrides)
-        keys[name] = ((tmp_path / name / "pretrain/bert.key.yaml").read_text(), pretrain_key(cfg, []))
+        keys[name] = ((tmp_path / name / "pretrain/bert/keys/bert-1.yaml").read_text(), pretrain_key(cfg, []))
     assert keys["one"] == keys["two"] == keys["nodes"] == keys["accumulated"]  # key file and run key alike
     assert keys["bigger"][0] != keys["one"][0] and keys["bigger"][1] != keys["one"][1]
     assert yaml.safe_load(keys["bigger"][0])["pretrain"]["batch_size"] == 32
@@ -230,11 +260,11 @@ def test_a_profile_gives_one_task_its_own_budget(tmp_path: Path) -> None:
     assert compose_with("profile=gpu", "task=mrpc").finetune.max_train_examples is None  # paper's grid: all data
     assert compose_with("profile=cpu", "task=mrpc", "finetune.max_train_examples=64").finetune.max_train_examples == 64
     write_all({**PARAMS, "profile": "cpu"}, tmp_path / "configs", SPEC)
-    key = {t: yaml.safe_load((tmp_path / f"configs/finetune/bert/keys/{t}-bert-finetune-1.yaml").read_text())
+    key = {t: yaml.safe_load((tmp_path / f"configs/finetune/bert/keys/{t}-bert-finetune-1-1.yaml").read_text())
            for t in ("sst2", "mrpc")}
     assert key["sst2"]["finetune"]["max_train_examples"] == 4800
     assert key["mrpc"]["finetune"]["max_train_examples"] == 800
-    conll = yaml.safe_load((tmp_path / "configs/finetune/bert/keys/conll2003-bert-sum_all-1.yaml").read_text())
+    conll = yaml.safe_load((tmp_path / "configs/finetune/bert/keys/conll2003-bert-sum_all-1-1.yaml").read_text())
     assert conll["finetune"]["lr"] == 1e-3
 
 

@@ -21,7 +21,7 @@ from bertlab.metrics import glue_metrics
 from bertlab.modeling.export import CONFIG, load_plain
 from bertlab.modeling.features import FEATURES
 from bertlab.modeling.model import BertConfig, BertForPretraining
-from bertlab.runs import run_files
+from bertlab.runs import pretrain_dir, run_files
 from bertlab.stage import CONF_DIR
 from bertlab.training import probe
 from bertlab.training.finetune_module import FinetuneModule
@@ -113,7 +113,7 @@ def test_regression_reports_pearson_and_spearman(finetune_data: Path) -> None:
 
 def test_an_unknown_encoder_is_a_one_line_user_error(finetune_data: Path) -> None:
     """(Unknown choices, such as `finetune.mode=frozen`, stop at the door: tests/unit/test_settings.py.)"""
-    with pytest.raises(UserError, match="encoder 'nonexistent'") as err:
+    with pytest.raises(UserError, match="no pretrained model in .*pretrain/nonexistent/nonexistent-1 ") as err:
         finetune(finetune_config(finetune_data, "name=bad", "task=sst2", "finetune.encoder=nonexistent"))
     assert "\n" not in str(err.value)
 
@@ -156,14 +156,14 @@ def test_an_encoder_is_causal_by_its_record_not_its_objectives_name(finetune_dat
 
     from bertlab.modeling.export import load_encoder
 
-    variant = finetune_data / "pretrain" / "tiny_next_token"
-    shutil.copytree(finetune_data / "pretrain" / "tiny_ltr", variant, dirs_exist_ok=True)
+    variant = pretrain_dir(finetune_data, "tiny_next_token", 1)
+    shutil.copytree(pretrain_dir(finetune_data, "tiny_ltr", 1), variant, dirs_exist_ok=True)
     write_json(variant / "metrics.json", {"name": variant.name, "objective": "next_token", "nsp": False,
                                           "causal": True})
     tokenizer = finetune_data / "tokenizer" / "tokenizer.json"
     vocab = Tokenizer.from_file(str(tokenizer)).get_vocab_size()
     assert load_encoder(variant, 0.0, vocab, tokenizer)[1:] == ("next_token", True)
-    assert load_encoder(finetune_data / "pretrain" / "tiny", 0.0, vocab, tokenizer)[1:] == ("mlm_nsp", False)
+    assert load_encoder(pretrain_dir(finetune_data, "tiny", 1), 0.0, vocab, tokenizer)[1:] == ("mlm_nsp", False)
 
 
 def test_a_cell_the_profile_leaves_out_writes_why_and_trains_nothing(finetune_data: Path) -> None:
@@ -179,7 +179,7 @@ def test_a_cell_the_profile_leaves_out_writes_why_and_trains_nothing(finetune_da
 
 @pytest.mark.parametrize("strategy", FEATURES)
 def test_feature_based_keeps_the_encoder_frozen(finetune_data: Path, strategy: str) -> None:
-    before, _ = load_plain(finetune_data / "pretrain" / "tiny")
+    before, _ = load_plain(pretrain_dir(finetune_data, "tiny", 1))
     result = finetune(finetune_config(finetune_data, f"name=fb_{strategy}", "task=conll2003",
                                       "finetune.mode=feature_based", f"finetune.features={strategy}",
                                       "finetune.max_train_examples=48", "finetune.lr=1e-3", "finetune.epochs=1"))
@@ -215,7 +215,7 @@ def test_feature_based_keeps_the_encoder_frozen(finetune_data: Path, strategy: s
 
 
 def make_module(finetune_data: Path, **kwargs) -> FinetuneModule:
-    model, _ = load_plain(finetune_data / "pretrain" / "tiny")
+    model, _ = load_plain(pretrain_dir(finetune_data, "tiny", 1))
     task = Task(name="sst2", kind="classification", hub_id="x", config="x", text_columns=("sentence",),
                 label_column="label", num_labels=2, train_split="train", eval_splits=("validation",),
                 metric="accuracy")
@@ -323,7 +323,7 @@ def test_a_probe_cell_fits_a_converged_probe_and_writes_what_the_report_reads(fi
 @pytest.mark.parametrize("causal", [False, True])
 def test_probe_features_are_the_real_tokens_mean_or_each_words_first_sub_token(finetune_data: Path,
                                                                                causal: bool) -> None:
-    encoder = load_plain(finetune_data / "pretrain" / "tiny")[0].encoder.eval()
+    encoder = load_plain(pretrain_dir(finetune_data, "tiny", 1))[0].encoder.eval()
     batch = padded_batch()
     rows = [{"input_ids": ids[:n].tolist(), "token_type_ids": [0] * int(n), "label": i,
              "label_ids": [-100, 4, -100, 1, 0, -100][:n]}
@@ -366,7 +366,7 @@ def test_a_tokenizer_that_is_not_the_encoders_stops_before_training(finetune_dat
     message = str(err.value)
     assert "\n" not in message
     assert f"{tokenizer_file} has {tokens} tokens" in message
-    assert f"{finetune_data / 'pretrain' / name / CONFIG} has vocab_size {tokens + delta}" in message
+    assert f"{pretrain_dir(finetune_data, name, 1) / CONFIG} has vocab_size {tokens + delta}" in message
     assert not cell_dir(finetune_data, name).exists()
     assert not (finetune_data / "checkpoints" / "finetune" / name).exists()
 
@@ -401,14 +401,15 @@ def save_keyed_encoder(d: Path, name: str, key: str) -> None:
     and its files' digests)."""
     save_encoder(d, name, Tokenizer.from_file(str(d / "tokenizer" / "tokenizer.json")).get_vocab_size(), "mlm_nsp",
                  nsp=True, causal=False)
-    write_json(d / "pretrain" / name / "metrics.json", {"name": name, "objective": "mlm_nsp", "causal": False,
-                                                        "run_key": key, "files": run_files(d / "pretrain" / name)})
+    out = pretrain_dir(d, name, 1)
+    write_json(out / "metrics.json", {"name": out.name, "encoder": name, "seed": 1, "objective": "mlm_nsp",
+                                      "causal": False, "run_key": key, "files": run_files(out)})
 
 
 def other_weights(path: Path, num_layers: int, hidden_size: int) -> None:
     """Weights of another MLM+NSP encoder (`num_layers` x `hidden_size`, the tokenizer's vocabulary) saved as `path`."""
     torch.manual_seed(1)
-    vocab = Tokenizer.from_file(str(path.parents[2] / "tokenizer" / "tokenizer.json")).get_vocab_size()
+    vocab = Tokenizer.from_file(str(path.parents[3] / "tokenizer" / "tokenizer.json")).get_vocab_size()
     config = BertConfig(vocab_size=vocab, num_layers=num_layers, hidden_size=hidden_size, num_heads=4,
                         intermediate_size=64, max_position_embeddings=64)
     torch.save(BertForPretraining(config).state_dict(), path)
@@ -470,7 +471,7 @@ def test_a_finished_cell_is_reused_only_on_the_encoder_bytes_it_was_trained_on(f
     save_keyed_encoder(finetune_data, "kept", "k")
     args = ("name=sst2-kept", "finetune.encoder=kept", "task=sst2", "finetune.epochs=1", "finetune.lr=1e-3")
     first = finetune(finetune_config(finetune_data, *args))
-    encoder = finetune_data / "pretrain" / "kept"
+    encoder = pretrain_dir(finetune_data, "kept", 1)
     model, config = encoder / "model.pt", encoder / "config.json"
     original = {path: path.read_bytes() for path in (model, config)}
     damages = {

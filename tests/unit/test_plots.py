@@ -97,7 +97,8 @@ def test_table6_scores_span_ten_points_with_their_floor_and_intervals(tmp_path: 
     spec = {"tables": {"table6": {"rows": {"small-finetune": {}, "big-finetune": {}}, "tasks": ["sst2"], "ppl": True}},
             "columns": {"sst2": {"label": "SST-2"}}, "bootstrap": {"draws": 300}}
     results = type("R", (), {"pretrain": {
-        e: {"parameters": {"non_embedding": n}, "shape": {"num_layers": l, "hidden_size": 64, "num_heads": 4}}
+        f"{e}-1": {"encoder": e, "seed": 1, "parameters": {"non_embedding": n},
+                   "shape": {"num_layers": l, "hidden_size": 64, "num_heads": 4}}
         for e, n, l in (("small", 1e5, 1), ("big", 1e6, 2))}})()
     ppl = Cell("ok", (80.0,), floor_value=900.0)
     entries = [Entry("table6", e, e, c, None, cell_) for e, s in (("small", 78.5), ("big", 79.0))

@@ -16,7 +16,8 @@ from bertlab.errors import UserError
 from bertlab.report import cells, collect, stats
 from bertlab.report.collect import Results
 from bertlab.stage import CONF_DIR
-from tests.report_data import BASE, FINETUNE, LOSS_CSV, MANIFEST, PRETRAIN, SMALL, ft, pre, study, write_data
+from tests.report_data import (BASE, FINETUNE, LOSS_CSV, MANIFEST, PRETRAIN, SMALL, ft, pre, pretrain_runs, study,
+                               write_data)
 
 SPEC: dict[str, Any] = study()
 
@@ -92,7 +93,7 @@ def test_floors_beside_every_cell(built) -> None:
     assert ppl.floor_status == stats.ABOVE_FLOOR
     no_items = entry(entries, "table5", "ltr_bilstm", "squad").cell
     assert (no_items.mean, no_items.floor_value, no_items.floor_status) == (50.0, None, stats.NOT_MEASURED)
-    assert no_items.reason == "no items.json for squad-ltr-bilstm-1"
+    assert no_items.reason == "no items.json for squad-ltr-bilstm-1-1"
 
 
 def test_no_data_and_not_run_are_never_numbers(built) -> None:
@@ -106,7 +107,7 @@ def test_no_data_and_not_run_are_never_numbers(built) -> None:
     results = Results(runs, {}, {}, {}, {}, MANIFEST, "")
     mixed = cells.finetune_cell(results, SPEC["columns"], "mrpc", {"encoder": "bert"})
     assert (mixed.status, mixed.values) == ("ok", (81.0,))
-    assert mixed.reason == "no items.json for mrpc-bert-finetune-2"
+    assert mixed.reason == "no items.json for mrpc-bert-finetune-1-2"
 
 
 def test_rows_pick_their_own_runs_by_name(built) -> None:
@@ -128,9 +129,9 @@ def test_a_cell_the_profile_left_out_says_why(tmp_path: Path) -> None:
     runs = [ft("bert", "qnli", 70.0) | left, ft("bert", "sst2", 85.0), ft("bert", "sst2", 86.0, seed=2) | capped]
     pretrain = {k: v for k, v in PRETRAIN.items() if k != "L24_H1024_A16"}
     write_data(tmp_path / "data", runs, pretrain)
-    skipped = tmp_path / "data" / "pretrain" / "L24_H1024_A16"
-    skipped.mkdir()
-    (skipped / "metrics.json").write_text(json.dumps({"name": "L24_H1024_A16", "status": "not run",
+    skipped = tmp_path / "data" / "pretrain" / "L24_H1024_A16" / "L24_H1024_A16-1"
+    skipped.mkdir(parents=True)
+    (skipped / "metrics.json").write_text(json.dumps({"name": "L24_H1024_A16-1", "status": "not run",
                                                        "reason": "not run at smoke: L24_H1024_A16: too big"}))
     built = ablations.build(config(tmp_path, "ablations.bootstrap.draws=200"), profile="smoke")
     qnli, sst2 = (entry(built.entries, "table5", "bert", task).cell for task in ("qnli", "sst2"))
@@ -148,13 +149,13 @@ def test_a_cell_the_profile_left_out_says_why(tmp_path: Path) -> None:
 def test_table6_rejects_a_run_of_another_size() -> None:
     wrong = PRETRAIN | {"L3_H768_A12": pre("L3_H768_A12", BASE, SMALL, 1, 1.0)}
     with pytest.raises(UserError, match="3/768/12.*used model L12_H768_A12, not L3_H768_A12"):
-        cells.build_entries(SPEC, Results([], {}, wrong, {}, {}, MANIFEST, ""))
+        cells.build_entries(SPEC, Results([], {}, pretrain_runs(wrong), {}, {}, MANIFEST, ""))
 
 
 def test_two_runs_of_one_cell_and_seed_are_an_error(tmp_path: Path) -> None:
     twin = ft("bert", "mrpc", 1.0) | {"name": "twin"}
     write_data(tmp_path, [*FINETUNE, twin])
-    with pytest.raises(UserError, match="same cell and seed"):
+    with pytest.raises(UserError, match="same cell, pretraining run and seed"):
         collect.collect(tmp_path)
 
 
@@ -196,9 +197,9 @@ def test_stage_outputs(built) -> None:
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["claims.png", "pretrain_loss.png", "stale.png",
                                                                    "table6.png", "table7.png"]
     assert sorted(p.name for p in (out / "pretrain_loss").iterdir()) == ["ltr.csv", "mlm_nsp.csv"]  # by objective
-    assert (out / "pretrain_loss" / "ltr.csv").read_text() == "step,run,loss\n9,ltr,8.0\n19,ltr,6.0\n29,ltr,5.0\n"
+    assert (out / "pretrain_loss" / "ltr.csv").read_text() == "step,run,loss\n9,ltr-1,8.0\n19,ltr-1,6.0\n29,ltr-1,5.0\n"
     runs = {line.split(",")[1] for line in (out / "pretrain_loss" / "mlm_nsp.csv").read_text().splitlines()[1:]}
-    assert "bert" in runs and "ltr" not in runs and len(runs) == len(PRETRAIN) - 2  # not scratch (no curve), not ltr
+    assert "bert-1" in runs and "ltr-1" not in runs and len(runs) == len(PRETRAIN) - 2  # not scratch (no curve), not ltr
     assert not list(out.glob(".ablations-*"))
 
     tables = SPEC["tables"]

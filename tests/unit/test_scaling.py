@@ -15,6 +15,7 @@ from bertlab.report import scaling as report
 from bertlab.report import scaling_rows
 from bertlab.report import sweep
 from bertlab import jobs, scaling
+from bertlab.runs import pretrain_dir
 from bertlab.scaling import check_grid, forwarded, plan
 from bertlab.stage import CONF_DIR
 from tests.report_data import heldout, items
@@ -46,10 +47,11 @@ def test_the_plan_pretrains_each_budget_and_runs_each_cell_once() -> None:
     # SST-2: 3 encoders (scratch once per budget) x 2 budgets x 2 seeds; CoNLL: 2 encoders x 2 modes x 2 x 2
     assert len(cells) == 3 * 2 * 2 + 2 * 2 * 2 * 2 and len(jobs) == 3 + len(cells)
     assert cells["sst2-scratch-finetune-32-1"] == (
-        "name=sst2-scratch-finetune-32-1", "finetune.encoder=scratch", "task=sst2", "seed=1",
-        "finetune.max_train_examples=32")
+        "name=sst2-scratch-finetune-32-1", "finetune.encoder=scratch", "finetune.pretrain_seed=1", "task=sst2",
+        "seed=1", "finetune.max_train_examples=32")
     assert cells["conll2003-bert-4-concat_last_four-all-2"] == (
-        "name=conll2003-bert-4-concat_last_four-all-2", "finetune.encoder=bert-4", "task=conll2003", "seed=2",
+        "name=conll2003-bert-4-concat_last_four-all-2", "finetune.encoder=bert-4", "finetune.pretrain_seed=1",
+        "task=conll2003", "seed=2",
         "finetune.max_train_examples=null", "finetune.lr=0.0001", *MODES["concat_last_four"])
     assert not [j for j in plan(SPEC, {"conll2003"}) if "conll2003" in j.name]
 
@@ -77,10 +79,12 @@ def test_each_encoder_a_claim_names_pretrains_at_every_budget_before_its_cells()
 
 def test_a_ppl_claim_compares_held_out_perplexity_on_the_same_instances(tmp_path: Path) -> None:
     for name, ppl in (("bert-2", 200.0), ("L6-2", 300.0)):
-        (tmp_path / "pretrain" / name).mkdir(parents=True)
-        (tmp_path / "pretrain" / name / "heldout_items.json").write_text(json.dumps(heldout(name, ppl)))
-        (tmp_path / "pretrain" / name / "metrics.json").write_text(json.dumps(
-            {"train_tokens": 1024, "heldout_ppl": ppl, "heldout_unigram_ppl": 1000.0}))
+        run = pretrain_dir(tmp_path, name, sweep.PRETRAIN_SEED)
+        run.mkdir(parents=True)
+        (run / "heldout_items.json").write_text(json.dumps(heldout(name, ppl)))
+        (run / "metrics.json").write_text(json.dumps({"name": run.name, "encoder": name, "seed": 1,
+                                                      "train_tokens": 1024, "heldout_ppl": ppl,
+                                                      "heldout_unigram_ppl": 1000.0}))
     found = [r for r in scaling_rows.rows(NSP, tmp_path, {"squad": {"split": "validation", "metric": "f1"}}, BOOTSTRAP, {})
              if r.claim["id"] == "depth"]
     assert [(r.steps, r.budget) for r in found] == [(2, sweep.HELDOUT), (4, sweep.HELDOUT)]
@@ -108,7 +112,7 @@ def test_the_runs_are_the_engines_jobs_each_cell_after_its_encoder(monkeypatch: 
     assert (cell.name, cell.after) == ("a-cell", ("a",))
     assert cell.argv[2:5] == ("bertlab.finetune", "impl.threads=2", "seed=3")
     assert "impl.threads=2" not in scaling.engine_jobs(runs, [], tmp_path, workers=1)[0].argv
-    assert [run.folder(tmp_path) for run in runs] == [tmp_path / "pretrain" / "a",
+    assert [run.folder(tmp_path) for run in runs] == [tmp_path / "pretrain" / "a" / "a-1",
                                                       tmp_path / "finetune" / "a" / "a-cell"]
 
     def fail(engine_jobs: list, engine: jobs.Engine, cwd: Path, follow: bool) -> list[jobs.Failure]:
@@ -130,7 +134,8 @@ def cell(work: Path, task: str, encoder: str, mode: str, examples: int | None, s
     """A finished fine-tuning run of the sweep scoring `score`% (its metrics.json and items.json)."""
     name = sweep.cell_name(task, encoder, mode, examples, seed)
     per_item = items(name, task, score)
-    record = {"name": name, "encoder": encoder, "task": task, "seed": seed, "mode": mode, "features": None,
+    record = {"name": name, "encoder": encoder, "pretrain_seed": 1, "task": task, "seed": seed, "mode": mode,
+              "features": None,
               "bilstm": False, "status": "ok", "metrics": {"validation": {per_item["metric"]: float(score)}}}
     folder = work / "finetune" / encoder / name
     folder.mkdir(parents=True)
@@ -148,9 +153,11 @@ def work(tmp_path: Path) -> Path:
                 cell(tmp_path, "sst2", encoder, "finetune", examples, seed, score + (2 * (seed - 1) if examples else 0))
         cell(tmp_path, "conll2003", "bert-2", "concat_last_four", 32, seed, 40)
         cell(tmp_path, "conll2003", "bert-2", "embeddings", 32, seed, 80)
-    (tmp_path / "pretrain" / "bert-2").mkdir(parents=True)
-    (tmp_path / "pretrain" / "bert-2" / "metrics.json").write_text(json.dumps(
-        {"train_tokens": 2_457_600, "heldout_ppl": 450.0, "heldout_unigram_ppl": 900.0}))
+    run = pretrain_dir(tmp_path, "bert-2", sweep.PRETRAIN_SEED)
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"name": run.name, "encoder": "bert-2", "seed": 1,
+                                                  "train_tokens": 2_457_600, "heldout_ppl": 450.0,
+                                                  "heldout_unigram_ppl": 900.0}))
     return tmp_path
 
 

@@ -99,7 +99,8 @@ def load_encoder(
     would silently map text to the wrong embeddings."""
     d = Path(directory)
     if not (d / PLAIN_WEIGHTS).exists() or not (d / CONFIG).exists():
-        raise UserError(f"encoder {d.name!r}: no pretrained model in {d} (run the pretrain stage with name={d.name})")
+        raise UserError(f"no pretrained model in {d} (the pretrain stage writes encoder <name> at seed <seed> in "
+                        "pretrain/<name>/<name>-<seed>/: run it first)")
     if (vocab := plain_config(d / CONFIG).vocab_size) != vocab_size:
         raise UserError(f"{tokenizer_file} has {vocab_size} tokens but {d / CONFIG} has vocab_size {vocab}: "
                         f"the encoder was pretrained with another tokenizer (rerun pretrain with this one)")

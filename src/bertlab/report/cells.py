@@ -1,5 +1,5 @@
-"""The cells of the study's tables: our number over seeds (from metrics.json), the runs' per-item scores (for the
-paired contrasts) and the floor beside it (from the same per-item files)."""
+"""The cells of the study's tables: our number over pretraining runs and seeds (from metrics.json), the runs' per-item
+scores (for the paired contrasts) and the floor beside it (from the same per-item files)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 
 from bertlab.errors import UserError
 from bertlab.report import stats
-from bertlab.report.collect import NOT_RUN, NO_DATA, OK, Columns, Results
+from bertlab.report.collect import NOT_RUN, NO_DATA, OK, Columns, Results, encoder_record, encoder_runs
+from bertlab.study import pretrain_encoder
 from bertlab.report.tables import (PPL, encoder_of, in_row, matches, paper, preset_name, row_key, row_label, rows,
                                    table_names, tasks)
 
@@ -21,10 +22,12 @@ RESAMPLING = ("draws", "seed", "level")  # `ablations.bootstrap`'s keys the resa
 
 @dataclass(frozen=True)
 class Cell:
-    """Our number for one table cell over its runs (seeds), their per-item scores, and its floor."""
+    """Our number for one table cell over its runs (each a pretraining run's fine-tuning seed), their per-item scores,
+    and its floor."""
 
     status: str  # OK | NO_DATA | NOT_RUN
     values: tuple[float, ...] = ()  # the headline metric of each run (NaN: not finite)
+    pretrain_seeds: tuple[int, ...] = ()  # each run's pretraining seed (which pretraining run it is of)
     kind: str = ""  # the `bertlab.report.stats` kind and metric the per-item scores are scored with
     metric: str = ""
     scored_on: str = ""  # the items' split (or held-out format), which a paired contrast must share
@@ -48,8 +51,22 @@ class Cell:
 
     @property
     def std(self) -> float | None:
-        """Sample standard deviation over seeds (n - 1); None below two seeds."""
+        """Sample standard deviation over the runs (n - 1); None below two."""
         return statistics.stdev(self.values) if self.n > 1 else None
+
+    @property
+    def groups(self) -> tuple[tuple[Columns, ...], ...]:
+        """The per-item columns grouped by pretraining run (the Multi-Bootstrap's input), by seed."""
+        seeds = sorted(set(self.pretrain_seeds))
+        return tuple(tuple(r for r, s in zip(self.runs, self.pretrain_seeds) if s == seed) for seed in seeds)
+
+    def counted(self) -> str:
+        """How many runs the number is over: `n seed(s)`, or `p pretraining runs × k seeds`."""
+        runs = len(set(self.pretrain_seeds))
+        if runs <= 1:
+            return f"{self.n} seed{'s' if self.n > 1 else ''}"
+        per = f"{self.n // runs} seed{'s' if self.n > runs else ''}" if self.n % runs == 0 else f"{self.n} runs"
+        return f"{runs} pretraining runs × {per}"
 
     def short(self, digits: int = 1) -> str:
         if not self.values:
@@ -57,11 +74,12 @@ class Cell:
         return f"{self.mean:.{digits}f}"
 
     def text(self, digits: int = 1) -> str:
-        """`mean ± std (n seeds)`, `mean (1 seed)`, "no data", or "—" for a run never made."""
+        """`mean ± std (n seeds)`, `mean (1 seed)`, `mean ± std (3 pretraining runs × 2 seeds)`, "no data", or "—"
+        for a run never made."""
         if not self.values:
             return self.short(digits)
         spread = f" ± {self.std:.{digits}f}" if self.std is not None else ""
-        return f"{self.mean:.{digits}f}{spread} ({self.n} seed{'s' if self.n > 1 else ''})"
+        return f"{self.mean:.{digits}f}{spread} ({self.counted()})"
 
     @property
     def at_floor(self) -> bool:
@@ -93,15 +111,18 @@ def finetune_cell(results: Results, columns: dict[str, Any], task: str, fields: 
     return runs_cell(results, columns, task, [r for r in results.finetune if r["task"] == task and matches(r, fields)])
 
 
-def row_cell(results: Results, columns: dict[str, Any], task: str, row: str) -> Cell:
-    """Our number for `task` over the seeds of table row `row` (`<encoder>-<mode>`): the runs `<task>-<row>-<seed>`."""
-    return runs_cell(results, columns, task, [r for r in results.finetune if in_row(r, task, row)])
+def row_cell(results: Results, columns: dict[str, Any], task: str, row: str, pretrain_seeds: list[int],
+             seeds: list[int]) -> Cell:
+    """Our number for `task` over the runs of table row `row` (`<encoder>-<mode>`) at the study's `pretrain_seeds` and
+    `seeds`: `<task>-<row>-<pretraining seed>-<seed>` (a folder of a run no longer in the grid is not read)."""
+    return runs_cell(results, columns, task, [r for r in results.finetune if in_row(r, task, row)
+                                              and r["pretrain_seed"] in pretrain_seeds and r["seed"] in seeds])
 
 
 def runs_cell(results: Results, columns: dict[str, Any], task: str, matching: list[dict[str, Any]]) -> Cell:
-    """Our number for `task` over the fine-tuning runs `matching` (seeds): ok runs win over "no data", and "no data"
-    over runs the profile left out ("not run", with why)."""
-    ok = sorted((r for r in matching if r["status"] == OK), key=lambda r: r["seed"])
+    """Our number for `task` over the fine-tuning runs `matching` (pretraining runs and seeds): ok runs win over "no
+    data", and "no data" over runs the profile left out ("not run", with why)."""
+    ok = sorted((r for r in matching if r["status"] == OK), key=lambda r: (r["pretrain_seed"], r["seed"]))
     if not ok:
         if any(r["status"] == NO_DATA for r in matching):
             return Cell(NO_DATA, reason=NO_DATA)
@@ -114,8 +135,8 @@ def runs_cell(results: Results, columns: dict[str, Any], task: str, matching: li
         raise UserError(f"a {task} run has no metrics.{col['split']}.{col['metric']} ({err})") from err
     budget = "; ".join(sorted({budget_of(r) for r in ok}))
     features = {r.get("features") or "" for r in ok if r.get("mode") == "feature_based"}
-    cell = Cell(OK, tuple(math.nan if v is None else float(v) for v in raw), metric=col["metric"],  # None: not finite
-                budget=budget, features=features.pop() if len(features) == 1 else "")
+    cell = Cell(OK, tuple(math.nan if v is None else float(v) for v in raw),  # None: not finite
+                tuple(r["pretrain_seed"] for r in ok), metric=col["metric"], budget=budget, features=features.pop() if len(features) == 1 else "")
     missing = [r["name"] for r in ok if r["name"] not in results.items]
     if missing:
         return replace(cell, reason=f"no items.json for {', '.join(missing)}")
@@ -138,24 +159,32 @@ def budget_of(run: dict[str, Any]) -> str:
     return f"{steps:,} updates, {examples:,} examples" if steps is not None else "?"
 
 
-def pretrain_cell(results: Results, encoder: str) -> Cell:
-    """Held-out LM perplexity of a pretraining run, with its per-instance losses and the unigram floor."""
-    run = results.pretrain.get(encoder)
-    if not run:
-        return Cell(NOT_RUN, reason=results.not_run.get(encoder) or NOT_RUN)
-    cell = Cell(OK, (float(run["heldout_ppl"]),), kind="lm", metric=PPL)
-    items = results.heldout.get(encoder)
-    if items is None:
-        return replace(cell, reason=f"no heldout_items.json for {encoder}")
-    return replace(cell, scored_on=items.scored_on, n_items=items.n, runs=(items.model,), floor=items.floor,
-                   floor_name=items.floor_name)
+def pretrain_cell(results: Results, encoder: str, seeds: list[int] | None = None) -> Cell:
+    """Held-out LM perplexity of `encoder`'s pretraining runs (at `seeds`; None: all), each with its per-instance
+    losses, and the unigram floor (the same held-out instances for every run)."""
+    found = encoder_runs(results, encoder, seeds)
+    if not found:
+        why = next((r for name, r in sorted(results.not_run.items()) if pretrain_encoder(name) == encoder), NOT_RUN)
+        return Cell(NOT_RUN, reason=why)
+    cell = Cell(OK, tuple(float(r["heldout_ppl"]) for r in found), tuple(r["seed"] for r in found), kind="lm",
+                metric=PPL)
+    missing = [r["name"] for r in found if r["name"] not in results.heldout]
+    if missing:
+        return replace(cell, reason=f"no heldout_items.json for {', '.join(missing)}")
+    items = [results.heldout[r["name"]] for r in found]
+    first = items[0]
+    if {(i.scored_on, i.n) for i in items} != {(first.scored_on, first.n)}:
+        return replace(cell, reason=f"{encoder}'s runs were not all scored on {first.n} {first.scored_on} items")
+    return replace(cell, scored_on=first.scored_on, n_items=first.n, runs=tuple(i.model for i in items),
+                   floor=first.floor, floor_name=first.floor_name)
 
 
 def side_cell(spec: dict[str, Any], results: Results, row: str, column: str) -> Cell:
-    """The cell a table row or a claim's side (`<encoder>-<mode>`) has in `column` (ppl: its encoder's)."""
+    """The cell a table row or a claim's side (`<encoder>-<mode>`) has in `column` (ppl: its encoder's), over the
+    study's pretraining runs and seeds."""
     if column == PPL:
-        return pretrain_cell(results, encoder_of(row))
-    return row_cell(results, spec["columns"], column, row)
+        return pretrain_cell(results, encoder_of(row), spec["pretrain_seeds"])
+    return row_cell(results, spec["columns"], column, row, spec["pretrain_seeds"], spec["seeds"])
 
 
 def resampling(bootstrap: dict[str, Any]) -> dict[str, Any]:
@@ -198,7 +227,7 @@ def check_sizes(spec: dict[str, Any], results: Results) -> None:
     """Each row with a paper `shape` (Table 6's) must have been pretrained at that model shape."""
     for table in table_names(spec):
         for name, row in rows(spec, table).items():
-            run = results.pretrain.get(encoder_of(name))
+            run = encoder_record(results, encoder_of(name))
             if "shape" in row and run and run["preset"] != preset_name(row["shape"]):
                 raise UserError(f"{table} row {row['shape']}: pretraining run {encoder_of(name)!r} used model "
                                 f"{run['preset']}, not {preset_name(row['shape'])}")

@@ -1,5 +1,7 @@
-"""The paper's claims as declared contrasts (`ablations.claims`), each decided by paired bootstrap: the Multi-Bootstrap
-(`bertlab.report.multiboot`) with one pretraining run a side, which is `bertlab.report.stats.compare` draw for draw.
+"""The paper's claims as declared contrasts (`ablations.claims`), each decided by the Multi-Bootstrap
+(`bertlab.report.multiboot`) over the sides' pretraining runs, their fine-tuning seeds and the dev items: paired by
+pretraining seed where both sides ran the same seeds (at one seed two encoders draw their initialisation and data order
+from the same streams), unpaired otherwise; with one run a side it is `bertlab.report.stats.compare` draw for draw.
 
 A claim says "A is better than B" on some columns of one table; it expands into pairs (column, A, B): A and B are
 the cells of the rows (`<encoder>-<mode>`) its `better` and `than` name, or, with `by_size`, every two rows of the
@@ -26,7 +28,7 @@ from bertlab.errors import UserError
 from bertlab.modeling.features import feature_signature
 from bertlab.report import family, power, stats
 from bertlab.report.cells import PPL, Cell, CellOf, cell_lookup, resampling, side_cell
-from bertlab.report.collect import NOT_RUN, Results
+from bertlab.report.collect import NOT_RUN, Results, encoder_record
 from bertlab.report.multiboot import MultiContrast, multi_bootstrap
 from bertlab.report.pairs import Finding, Pair, Side
 from bertlab.report.tables import (encoder_of, paper_effect, row_key, row_label, rows, shape_size, table_names,
@@ -53,12 +55,14 @@ def contrast(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, 
 
 
 def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, Any]) -> tuple[stats.Contrast, str]:
-    """A - B by the Multi-Bootstrap, each cell one pretraining run (`runs_a`, `runs_b`: 1) of its seeds: `contrast`'s
-    interval draw for draw, with the draws' SD, p-value and Monte-Carlo error; or "not measured" with the reason."""
+    """A - B by the Multi-Bootstrap over each cell's pretraining runs (`runs_a`, `runs_b`), paired where both ran the
+    same pretraining seeds, with the draws' SD, p-value and Monte-Carlo error; or "not measured" with the reason."""
     nan, why = math.nan, _unmeasured(a, b, a_label, b_label)
     if why:
-        return stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), why
-    result = multi_bootstrap([a.runs], [b.runs], a.kind, a.metric, paired=True, **resampling(bootstrap))
+        return stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, len(set(a.pretrain_seeds)),
+                              len(set(b.pretrain_seeds))), why
+    paired = sorted(set(a.pretrain_seeds)) == sorted(set(b.pretrain_seeds))
+    result = multi_bootstrap(a.groups, b.groups, a.kind, a.metric, paired=paired, **resampling(bootstrap))
     return result, "" if result.verdict != stats.NOT_MEASURED else "the metric is not finite"
 
 
@@ -105,7 +109,7 @@ def size_pairs(spec: dict[str, Any], results: Results, table: str) -> list[tuple
     by the paper's shape where a run is missing, which orders them the same way)."""
     pairs = []
     for (n1, r1), (n2, r2) in combinations(rows(spec, table).items(), 2):
-        runs = [results.pretrain.get(encoder_of(n)) for n in (n1, n2)]
+        runs = [encoder_record(results, encoder_of(n)) for n in (n1, n2)]
         if all(runs):
             s1, s2 = (run["parameters"]["non_embedding"] for run in runs)
         else:
@@ -194,7 +198,7 @@ Model = tuple[str, ...]
 def model_of(results: Results, row: str, cell: Cell) -> Model:
     """What a side's cell is: its encoder and what its frozen features compute at the encoder's trained depth
     (`feature_signature`: Table 7's "weighted sum all" and "last four" of 4 layers are one model), else its row."""
-    run = results.pretrain.get(encoder_of(row))
+    run = encoder_record(results, encoder_of(row))
     if not cell.features or not run:
         return (row,)
     combine, reads = feature_signature(cell.features, run["shape"]["num_layers"])
@@ -202,7 +206,7 @@ def model_of(results: Results, row: str, cell: Cell) -> Model:
 
 
 def _depth(results: Results, side: Side) -> str:
-    return f"{results.pretrain[encoder_of(side.row)]['shape']['num_layers']} layers"
+    return f"{encoder_record(results, encoder_of(side.row))['shape']['num_layers']} layers"
 
 
 def _repeat(results: Results, a: Side, b: Side, cells: tuple[Cell, Cell]) -> str:

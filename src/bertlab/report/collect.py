@@ -40,7 +40,7 @@ class Results:
 
     finetune: list[dict[str, Any]]  # metrics.json of every fine-tuning run
     items: dict[str, Items]  # fine-tuning run name -> the items.json beside its metrics.json
-    pretrain: dict[str, dict[str, Any]]  # pretraining run name -> its metrics.json
+    pretrain: dict[str, dict[str, Any]]  # pretraining run name (`<encoder>-<seed>`) -> its metrics.json
     heldout: dict[str, Items]  # pretraining run name -> its heldout_items.json
     curves: dict[str, list[tuple[int, float]]]  # pretraining run -> (step, train loss)
     manifest: dict[str, Any]
@@ -77,9 +77,20 @@ def read_items(path: Path) -> Items:
 
 
 def identity(run: dict[str, Any]) -> tuple:
-    """What makes a fine-tuning run a cell of a table (all but the seed)."""
+    """What makes a fine-tuning run a cell of a table (all but the pretraining run and the seed)."""
     features = run.get("features") if run["mode"] != "finetune" else None
     return run["encoder"], run["task"], run["mode"], features, bool(run.get("bilstm"))
+
+
+def encoder_runs(results: Results, encoder: str, seeds: list[int] | None = None) -> list[dict[str, Any]]:
+    """The finished pretraining runs of `encoder` (at `seeds`; None: all), by seed."""
+    found = [r for r in results.pretrain.values() if r["encoder"] == encoder and (seeds is None or r["seed"] in seeds)]
+    return sorted(found, key=lambda r: r["seed"])
+
+
+def encoder_record(results: Results, encoder: str) -> dict[str, Any] | None:
+    """What every pretraining run of `encoder` shares (its shape, parameters, objective): its first run's record."""
+    return next(iter(encoder_runs(results, encoder)), None)
 
 
 def read_curve(path: Path, column: str = "train/loss") -> list[tuple[int, float]]:
@@ -106,17 +117,18 @@ def collect(data_dir: Path) -> Results:
     manifest_file = data_dir / "download" / "manifest.json"
     if not manifest_file.exists():
         raise UserError(f"{manifest_file} not found: run the download stage first")
-    pretrain_files = sorted((data_dir / "pretrain").glob("*/metrics.json"))
+    pretrain_files = sorted((data_dir / "pretrain").glob("*/*/metrics.json"))  # <encoder>/<encoder>-<seed>
     finetune_files = sorted((data_dir / "finetune").glob("*/*/metrics.json"))  # <encoder>/<cell>
-    curve_files = sorted((data_dir / "pretrain").glob("*/metrics.csv"))
+    curve_files = sorted((data_dir / "pretrain").glob("*/*/metrics.csv"))
     item_files = [p.with_name("items.json") for p in finetune_files if p.with_name("items.json").exists()]
-    heldout_files = sorted((data_dir / "pretrain").glob("*/heldout_items.json"))
+    heldout_files = sorted((data_dir / "pretrain").glob("*/*/heldout_items.json"))
     finetune = [read_json(p) for p in finetune_files]
     seen: dict[tuple, str] = {}
     for run in finetune:
-        key = (*identity(run), run["seed"])
+        key = (*identity(run), run["pretrain_seed"], run["seed"])
         if key in seen:
-            raise UserError(f"fine-tuning runs {seen[key]!r} and {run['name']!r} are the same cell and seed")
+            raise UserError(f"fine-tuning runs {seen[key]!r} and {run['name']!r} are the same cell, pretraining run "
+                            "and seed")
         seen[key] = run["name"]
     inputs = [manifest_file, *pretrain_files, *finetune_files, *curve_files, *item_files, *heldout_files]
     newest = max(p.stat().st_mtime for p in inputs)

@@ -9,7 +9,7 @@ from typing import Any
 
 from bertlab.report import power, stats
 from bertlab.report.cells import PPL, Entry
-from bertlab.report.collect import NOT_RUN, OK, Results
+from bertlab.report.collect import NOT_RUN, OK, Results, encoder_record
 from bertlab.report.multiboot import DRAWS, SETTLED_Z
 from bertlab.report.pairs import Finding, Pair
 from bertlab.report.tables import encoder_of, rows, shape_text, table_names, tasks
@@ -132,7 +132,7 @@ def sizes_section(spec: dict[str, Any], results: Results, entries: list[Entry], 
     body = []
     for (row_name, row), c in zip(rows(spec, name).items(), _grid(entries, name).values()):
         encoder = encoder_of(row_name)
-        run = results.pretrain.get(encoder)
+        run = encoder_record(results, encoder)
         kind = "" if not run or run["heldout_kind"] == "masked-token" else f" ({run['heldout_kind']})"
         trained = [f"`{encoder}` {shape_text(run['shape'])}", f"{run['parameters']['non_embedding'] / 1e6:.2f}M",
                    str(run["steps"])] if run else [f"`{encoder}` —", "—", "—"]

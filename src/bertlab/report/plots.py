@@ -17,7 +17,7 @@ from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter  # noqa
 
 from bertlab.report import stats  # noqa: E402
 from bertlab.report.cells import PPL, Cell, Entry, resampling  # noqa: E402
-from bertlab.report.collect import Results  # noqa: E402
+from bertlab.report.collect import Results, encoder_record  # noqa: E402
 from bertlab.report.tables import encoder_of, rows, tasks  # noqa: E402
 
 MIN_SPAN = 10.0  # points: the least a dev-score axis spans
@@ -61,11 +61,11 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
         if e.table == table:
             cells.setdefault(e.key, {})[e.column] = e
     encoders = [encoder_of(name) for name in rows(spec, table)]
+    trained = {e: run for e in encoders if (run := encoder_record(results, e))}
     points = sorted(  # (non-embedding parameters, encoder, {column: cell})
-        (results.pretrain[encoder]["parameters"]["non_embedding"], encoder,
-         {col: e.cell for col, e in by_column.items()})
+        (trained[encoder]["parameters"]["non_embedding"], encoder, {col: e.cell for col, e in by_column.items()})
         for encoder, by_column in zip(encoders, cells.values())
-        if encoder in results.pretrain
+        if encoder in trained
     )
     if not points:
         return False
@@ -75,7 +75,7 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     ax_ppl.errorbar(xs, [c[PPL].mean for _, _, c in points], yerr=error_bars([c[PPL] for _, _, c in points], bootstrap),
                     fmt="o-", capsize=3, label=f"ours ({INTERVAL})")
     for p, k, c in points:  # the shape trained (layers/hidden/heads): above its point, below where one is above it
-        s, y = results.pretrain[k]["shape"], c[PPL].mean
+        s, y = trained[k]["shape"], c[PPL].mean
         above = y >= max(c2[PPL].mean for p2, _, c2 in points if p2 == p)
         ax_ppl.annotate(f"{s['num_layers']}/{s['hidden_size']}/{s['num_heads']}", (p, y), fontsize=7,
                         xytext=(0, 6 if above else -6), textcoords="offset points", ha="center",

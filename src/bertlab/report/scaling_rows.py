@@ -15,7 +15,8 @@ from bertlab.report import stats
 from bertlab.report.cells import PPL, Cell, finetune_cell, pretrain_cell, with_floor
 from bertlab.report.claims import contrast
 from bertlab.report.collect import NO_DATA, NOT_RUN, Results, read_items
-from bertlab.report.sweep import budgets, cell_name, encoder_name, no_data
+from bertlab.report.sweep import PRETRAIN_SEED, budgets, cell_name, encoder_name, no_data
+from bertlab.runs import pretrain_dir
 
 UNMEASURED = stats.Contrast(math.nan, math.nan, math.nan, stats.NOT_MEASURED, 0, 0, 0)
 
@@ -75,12 +76,12 @@ def read_cell(finetune_dir: Path, names: list[str], task: str, columns: dict[str
     return finetune_cell(Results(records, items, {}, {}, {}, {}, ""), columns, task, {})
 
 
-def read_encoder(pretrain_dir: Path, name: str) -> tuple[dict[str, Any], Cell]:
+def read_encoder(work_dir: Path, name: str) -> tuple[dict[str, Any], Cell]:
     """A pretraining run's metrics.json ({} if not finished) and its held-out perplexity as a cell."""
-    run = pretrain_dir / name
+    run = pretrain_dir(work_dir, name, PRETRAIN_SEED)
     metrics = read_json(run / "metrics.json") if (run / "metrics.json").exists() else {}
-    heldout = {name: read_items(run / "heldout_items.json")} if (run / "heldout_items.json").exists() else {}
-    return metrics, pretrain_cell(Results([], {}, {name: metrics} if metrics else {}, heldout, {}, {}, ""), name)
+    heldout = {run.name: read_items(run / "heldout_items.json")} if (run / "heldout_items.json").exists() else {}
+    return metrics, pretrain_cell(Results([], {}, {run.name: metrics} if metrics else {}, heldout, {}, {}, ""), name)
 
 
 def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstrap: dict[str, Any],
@@ -100,7 +101,7 @@ def rows(spec: dict[str, Any], work_dir: Path, columns: dict[str, Any], bootstra
         why = None if task == PPL else no_data(work_dir, task)
         for steps in spec["pretrain_steps"]:
             names = [encoder_name(side[0], steps) for side in (claim["a"], claim["b"])]
-            encoders = [read_encoder(work_dir / "pretrain", name) for name in names]
+            encoders = [read_encoder(work_dir, name) for name in names]
             pretrain = tuple(metrics for metrics, _ in encoders)
             for budget in budgets(spec, task):
                 sides = []  # (label, cell with its floor) of A and B

@@ -12,6 +12,7 @@ from bertlab.errors import UserError
 from bertlab.report.tables import PPL, paper_effect, rows
 
 SCRATCH = "scratch"  # the one encoder of `scaling.encoders` never pretrained: one run, whatever the budget
+PRETRAIN_SEED = 1  # every pretraining run of the sweep's: it varies budgets, not pretraining runs
 HELDOUT = {"examples": None, "heldout": True}  # a `ppl` claim's one "budget": the held-out set, no fine-tuning
 
 

@@ -75,8 +75,8 @@ def encoder_of(name: str) -> str:
 
 
 def in_row(run: dict[str, Any], task: str, name: str) -> bool:
-    """Whether a fine-tuning run's metrics.json record is a seed of row `name`'s cell in `task`."""
-    return run["task"] == task and run["name"] == cell_name(task, name, run["seed"])
+    """Whether a fine-tuning run's metrics.json record is a run of row `name`'s cell in `task`."""
+    return run["task"] == task and run["name"] == cell_name(task, name, run["pretrain_seed"], run["seed"])
 
 
 def matches(run: dict[str, Any], fields: dict[str, Any]) -> bool:

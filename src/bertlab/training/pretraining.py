@@ -145,7 +145,7 @@ def make_module(cfg: DictConfig, vocab_size: int, seq: int) -> PretrainModule:
 
 def train(cfg: DictConfig, key: str, tokenizer_file: Path, instances_dir: Path, short_steps: int) -> None:
     """Pretrain run `cfg.name` (run key `key`) on the instances in `instances_dir`, the first `short_steps` steps on
-    the short ones, and write `<out_dir>/pretrain/<name>/` (global rank zero)."""
+    the short ones, and write `<out_dir>/pretrain/<name>/<name>-<seed>/` (global rank zero)."""
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     tokenizer = read_tokenizer(tokenizer_file)
     fmt, p = cfg.objective.data, cfg.pretrain
@@ -168,7 +168,8 @@ def train(cfg: DictConfig, key: str, tokenizer_file: Path, instances_dir: Path, 
                      f"pretraining {cfg.name} ({total:,} parameters: checkpoints and exports)")
     if cfg.impl.compile:
         module.model.compile()  # in place: the state dict keeps its keys, so checkpoints resume either way
-    ckpt_dir = out_root / "checkpoints" / "pretrain" / f"{cfg.name}-{key[:12]}"
+    run_dir = runs.pretrain_dir(out_root, cfg.name, cfg.seed)
+    ckpt_dir = out_root / "checkpoints" / "pretrain" / f"{run_dir.name}-{key[:12]}"
     shapes = {name: tuple(t.shape) for name, t in module.state_dict().items()}
     resume = resume_from(ckpt_dir, key, p.max_steps, shapes) if p.max_steps > 0 else None
     if resume:
@@ -211,14 +212,15 @@ def train(cfg: DictConfig, key: str, tokenizer_file: Path, instances_dir: Path, 
     floor = unigram.item_losses(data.val_dataloader(), unigram.log_probs(np.load(instances_dir / "unigram_counts.npy")))
     ppl, floor_ppl = unigram.perplexity(*scored), unigram.perplexity(*floor)
     kind = "next-token" if cfg.objective.causal else "masked-token"
-    with atomic_dir(out_root / "pretrain" / cfg.name) as out:
+    with atomic_dir(run_dir) as out:
         save_plain(module.model, config, out)
         save_hf(module.model, config, out / "hf", causal=cfg.objective.causal, tokenizer_file=tokenizer_file,
                 card=model_card(cfg, trainer.global_step, global_batch * seq, ppl, floor_ppl, cfg.objective.causal))
         record.write_curve(out / "metrics.csv")
         write_json(out / "heldout_items.json", heldout_items(fmt, kind, scored, floor))
         write_json(out / "metrics.json", {
-      "name": cfg.name, "objective": cfg.objective.name, "nsp": cfg.objective.nsp, "causal": cfg.objective.causal,
+      "name": run_dir.name, "encoder": cfg.name, "seed": cfg.seed,
+      "objective": cfg.objective.name, "nsp": cfg.objective.nsp, "causal": cfg.objective.causal,
       "shape": {"num_layers": config.num_layers, "hidden_size": config.hidden_size,
                 "num_heads": config.num_heads, "intermediate_size": config.intermediate_size},
       "preset": cfg.model.name, "parameters": n_params,
@@ -231,5 +233,5 @@ def train(cfg: DictConfig, key: str, tokenizer_file: Path, instances_dir: Path, 
     remove_tree(ckpt_dir, ckpt_dir.parent)
     speed = "" if rate["tokens_per_second"] is None else f"; {rate['tokens_per_second']:,} non-padding tokens/s" + (
         "" if rate["mfu"] is None else f", MFU {rate['mfu']:.1%}")
-    log.info("%s: held-out perplexity %.2f (unigram floor %.2f) after %d steps%s", cfg.name, ppl, floor_ppl,
+    log.info("%s: held-out perplexity %.2f (unigram floor %.2f) after %d steps%s", run_dir.name, ppl, floor_ppl,
              trainer.global_step, speed)
