@@ -84,10 +84,15 @@ def finite(obj: Any) -> Any:
     return obj
 
 
+def to_json(obj: Any) -> str:
+    """`obj` as `write_json` writes it: indented, valid JSON (non-finite numbers as null)."""
+    return json.dumps(finite(obj), indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
 def write_json(path: str | Path, obj: Any) -> None:
-    """Write `obj` as indented, valid JSON (non-finite numbers as null), creating parent directories."""
+    """Write `obj` as `to_json` gives it, creating parent directories."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(finite(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")
+    Path(path).write_text(to_json(obj))
 
 
 def read_json(path: str | Path) -> Any:

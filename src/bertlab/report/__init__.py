@@ -3,6 +3,7 @@ with floors.
 
 `tables` (the tables' layout), `collect` (reading results and per-item files), `cells` (table cells over seeds, with
 floors), `claims` (declared contrasts via `multiboot` and `stats`, each pair (`pairs`) with its power (`power`) and
-its family-wise reading (`family`)), `markdown`, `plots` and `render` (every report file); `scaling` (the budget
-sweep's report). `spec` is the `ablations` config as a plain dict.
+its family-wise reading (`family`)), `markdown`, `plots` and `render` (every report file), `evidence` (what the
+statistics read, written beside the report) and `recompute` (claims.json again from the evidence alone, compared);
+`scaling` (the budget sweep's report). `spec` is the `ablations` config as a plain dict.
 """

@@ -1,6 +1,6 @@
 """Every report file: the tables and findings as CSV, `metrics.json` (the headline numbers, for `dvc metrics show`
-and `dvc exp show`), `claims.json` (every cell and contrast), the figures and the Markdown report, written into one
-directory."""
+and `dvc exp show`), `claims.json` (every cell and contrast), the evidence they were computed from
+(`bertlab.report.evidence`), the figures and the Markdown report, written into one directory."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from bertlab.files import write_json
 from bertlab.report.cells import Entry, build_entries, cell_lookup
 from bertlab.report.claims import check_claims
 from bertlab.report.collect import Results
+from bertlab.report.evidence import save
 from bertlab.report.forest import plot_claims
 from bertlab.report.ledger import ledger_section
 from bertlab.report.markdown import render_markdown
@@ -131,14 +132,20 @@ def details(tables: list[str], entries: list[Entry], findings: list[Finding]) ->
     return out
 
 
+def analyse(spec: dict[str, Any], results: Results) -> tuple[list[Entry], list[Finding]]:
+    """The tables' cells and every claim's findings: all the report's statistics (each cell's floor bootstrapped
+    once for both), which `details` turns into claims.json."""
+    cell = cell_lookup(spec, results)
+    return build_entries(spec, results, cell), check_claims(spec, results, cell)
+
+
 def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commit: str,
           recipe: list[str] = ()) -> Report:
     """Write every report file into the empty directory `out`: ablations.md, ablations_<table>.csv (each table),
-    ablations_findings.csv, metrics.json, claims.json, figures/*.png and pretrain_loss/<objective>.csv (step, run,
-    loss: a `dvc plots` chart each); `recipe`: the run's deviations from the paper's recipe, one line each."""
-    cell = cell_lookup(spec, results)  # each cell's floor bootstrapped once, for the tables and the claims
-    entries = build_entries(spec, results, cell)
-    findings = check_claims(spec, results, cell)
+    ablations_findings.csv, metrics.json, claims.json, evidence/ (what claims.json is computed from: `spec` and
+    `results`), figures/*.png and pretrain_loss/<objective>.csv (step, run, loss: a `dvc plots` chart each); `recipe`:
+    the run's deviations from the paper's recipe, one line each."""
+    entries, findings = analyse(spec, results)
     (out / "figures").mkdir()
     plots = {"claims": lambda p: bool(plot_claims(p, findings)),  # the verdicts' picture, first
              "table6": lambda p: plot_sizes(p, spec, results, entries),
@@ -157,6 +164,7 @@ def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commi
     write_csv(out / "ablations_findings.csv", FINDING_FIELDS, finding_rows(findings))
     write_json(out / "metrics.json", headline(findings))
     write_json(out / "claims.json", details(table_names(spec), entries, findings))
+    save(out / "evidence", spec, results)
     (out / "ablations.md").write_text(render_markdown(spec, results, entries, findings, figures, profile, commit,
                                                          ledger_section(results), recipe))
     return Report(entries, findings, figures)
