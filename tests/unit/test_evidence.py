@@ -52,7 +52,7 @@ def test_the_evidence_reads_back_as_the_results_and_study_the_report_used(report
     spec_back, back = evidence.load(report_dir / "evidence")
     assert spec_back == spec
     assert all(run["pretrain_seed"] == 1 for run in back.finetune)  # a record's every key, known or not
-    assert back.curves == results.curves and isinstance(back.curves["bert"][0], tuple)
+    assert back.curves == results.curves and isinstance(back.curves["bert-1"][0], tuple)
     for f in fields(collect.Results):
         if f.name not in ("items", "heldout"):
             assert getattr(back, f.name) == getattr(results, f.name), f.name
