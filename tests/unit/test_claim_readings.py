@@ -243,7 +243,7 @@ def test_the_seeds_are_said_resampled_only_where_a_side_has_several(tmp_path: Pa
     several = legend_of(tmp_path / "two", {"bert": 2, "nonsp": 3})
     assert "resampling the dev items, the same for A and B, and each side's fine-tuning seeds)" in several
     mixed = legend_of(tmp_path / "mixed", {"bert": 2, "nonsp": 1})
-    assert ("and the fine-tuning seeds of a side that has more than one; a side with one seed, as the items × seeds "
+    assert ("and the fine-tuning seeds of a side that has more than one; a side with one seed, as the items × runs "
             "column shows, leaves the variation between seeds out of the interval), and a verdict") in mixed
 
 
@@ -272,3 +272,36 @@ def test_verdicts_keep_to_the_bootstrap_seed_on_the_synthetic_report(tmp_path: P
     md = "\n".join(findings_section(spec, [Finding("finetuning", "table7", "t", (runs[4][next(iter(edge))],))]))
     assert re.search(r"\*\*reproduced\*\*; the interval admits the paper's \+1\.5; \*\*edge: depends on the "
                      r"bootstrap's seed\*\* \(Monte-Carlo error ±\d\.\d\d\)", md)
+
+
+# ---------------------------------------------------------------------------------------------- pretraining runs
+
+
+def test_a_claim_over_several_pretraining_runs_is_the_multi_bootstraps_paired_by_seed(tmp_path: Path) -> None:
+    """BERT and No NSP each pretrained at seeds 1-3 (SST-2, 2 fine-tuning seeds a run): the pair's interval is
+    `multi_bootstrap` over the runs grouped by pretraining seed, paired; its power uses the measured between-run
+    variance; each run's margin is shown beside the interval; a side with fewer runs is unpaired."""
+    from bertlab.report.multiboot import multi_bootstrap
+
+    margins = {1: 4.0, 2: 0.0, 3: 2.0}
+    runs = [ft(e, "sst2", score + (margins[p] if e == "bert" else 0.0) + s, seed=s, pretrain_seed=p)
+            for e, score in (("bert", 80.0), ("nonsp", 80.0)) for p in (1, 2, 3) for s in (1, 2)]
+    finding = decided(tmp_path, study({"table5": TABLE5}, CLAIMS5[:1]), runs)["nsp"]
+    found = pair(finding, "sst2")
+    results = collect.collect(tmp_path)
+    groups = [[[results.items[r["name"]].model for r in runs if (r["encoder"], r["pretrain_seed"]) == (e, p)]
+               for p in (1, 2, 3)] for e in ("bert", "nonsp")]
+    direct = multi_bootstrap(*groups, "classification", "accuracy", paired=True, draws=DRAWS, seed=0)
+    c = found.contrast
+    assert (c.estimate, c.low, c.high, c.verdict) == (direct.estimate, direct.low, direct.high, direct.verdict)
+    assert (found.seeds, found.pretrain_runs, c.paired) == ((6, 6), (3, 3), True)
+    assert found.run_margins == pytest.approx((4.0, 0.0, 2.0))
+    assert np.isfinite(c.run_var) and "assumed" not in found.power_note  # the between-run variance measured
+    one = multi_bootstrap(*(g[:1] for g in groups), "classification", "accuracy", paired=True, draws=DRAWS, seed=0)
+    assert (c.estimate, c.low, c.high) != (one.estimate, one.low, one.high)  # not the first run's alone
+    text = "\n".join(findings_section(study({"table5": TABLE5}, CLAIMS5[:1]), [finding]))
+    assert f"| {c.n_items} × 3×2/3×2 |" in text
+    assert "; runs +" in text and "Multi-Bootstrap" in text
+    fewer = decided(tmp_path / "fewer", study({"table5": TABLE5}, CLAIMS5[:1]),
+                    [r for r in runs if r["encoder"] == "bert" or r["pretrain_seed"] == 1])["nsp"]
+    assert pair(fewer, "sst2").contrast.paired is False and pair(fewer, "sst2").run_margins == ()

@@ -281,7 +281,7 @@ def test_markdown(built) -> None:
     assert "Floors: LM ppl: unigram; MRPC: the floor; SST-2: the floor." in md
     assert re.search(r"\| \d+\.\d (± \d+\.\d )?\(\d seeds?\)", md)  # what the e2e test looks for
     # each verdict states the fine-tuning budget it was measured at
-    assert "| items × seeds A/B | fine-tuning | verdict |" in md
+    assert "| items × runs A/B | fine-tuning | verdict |" in md
     assert re.search(r"\| 300 updates, 4,800 examples \| \*\*(reproduced|contradicted|unresolved)", md)
 
 

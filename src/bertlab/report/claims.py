@@ -186,6 +186,7 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
             mde, runs, note = _power(result, effect, None if column == PPL else bootstrap.get("run_sd"), alpha)
             pairs.append(Pair(column, a, b, result, reason, budget=budget, paper=effect,
                               compressed=any(c.at_floor for c in cells), seeds=(len(cells[0].runs), len(cells[1].runs)),
+                              pretrain_runs=(len(cells[0].groups), len(cells[1].groups)),
                               mde=mde, runs_needed=runs, power_note=note, same_as=_repeat(results, a, b, cells)))
         declared.append((claim, pairs))
     findings = [Finding(c["id"], c["table"], c["text"], tuple(pairs)) for c, pairs in declared]

@@ -38,8 +38,12 @@ SEEDS = {  # what the intervals resample of the fine-tuning seeds, by whether th
     (True, False): ", and each side's fine-tuning seeds",
     (False, True): "; each side has one fine-tuning seed, so the variation between seeds is not in the interval",
 }
+MULTI = (" Where a side is over several pretraining runs (the items × runs column: runs × fine-tuning seeds each), the "
+         "interval is the Multi-Bootstrap's (Sellam et al. 2022): it resamples the pretraining runs (paired by seed "
+         "where both sides ran the same seeds), each drawn run's fine-tuning seeds and the dev items, so it speaks of "
+         "the procedures, not of one run of each; each run's own A − B follows the interval (\"runs\").")
 SOME_SEEDS = (", and the fine-tuning seeds of a side that has more than one; a side with one seed, as the items × "
-              "seeds column shows, leaves the variation between seeds out of the interval")
+              "runs column shows, leaves the variation between seeds out of the interval")
 POWER = (
     "Beside each verdict, its power and its family-wise reading. **MDE**: the smallest |A − B| the pair's design "
     "detects with {power:.0%} power at a two-sided {alpha:g} level ({z:.2f} × the SD of the bootstrap's draws), and "
@@ -153,7 +157,8 @@ def _difference(pair: Pair) -> str:
     if pair.ratio:
         return f"{c.estimate:.3f} [{c.low:.3f}, {c.high:.3f}] × unigram"
     digits = 2 if pair.column == PPL else 1
-    return f"{c.estimate:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]"
+    runs = f"; runs {' / '.join(f'{m:+.{digits}f}' for m in pair.run_margins)}" if pair.run_margins else ""
+    return f"{c.estimate:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]{runs}"
 
 
 def _verdict(pair: Pair) -> str:
@@ -189,7 +194,9 @@ def _holm(pair: Pair) -> str:
 
 def _pair_row(pair: Pair, label: dict[str, str]) -> list[str]:
     c = pair.contrast
-    size = f"{c.n_items} × {pair.seeds[0]}/{pair.seeds[1]}" if c.n_items else "—"
+    runs = "/".join(f"{p}×{s // p}" if p > 1 and s % p == 0 else str(s)
+                    for p, s in zip(pair.pretrain_runs, pair.seeds))
+    size = f"{c.n_items} × {runs}" if c.n_items else "—"
     return [label.get(pair.column, "LM ppl"), pair.a.label, pair.b.label, _difference(pair), size,
             pair.budget or "—", _verdict(pair), _power(pair), _holm(pair)]
 
@@ -202,8 +209,9 @@ def legend(boot: dict[str, Any], findings: list[Finding]) -> list[str]:
     alpha = round(1 - boot["level"], 6)
     runs = RUNS.format(sd=boot["run_sd"]) if boot.get("run_sd") is not None else ""
     seeds = SEEDS.get((True in several, False in several), SOME_SEEDS)  # all several, all one; else mixed (or none)
+    multi = MULTI if any(max(p.pretrain_runs) > 1 for p in pairs) else ""
     lines = [VERDICTS.format(level=boot["level"], draws=boot["draws"], seeds=seeds, r=stats.REPRODUCED,
-                             c=stats.CONTRADICTED, u=stats.UNRESOLVED, m=stats.NOT_MEASURED),
+                             c=stats.CONTRADICTED, u=stats.UNRESOLVED, m=stats.NOT_MEASURED) + multi,
              "", POWER.format(power=0.8, alpha=alpha, z=power.z_sum(alpha), runs=runs, draws=boot["draws"],
                               z_mc=SETTLED_Z)]
     return lines + (["", ONCE] if any(not p.counted for f in findings for p in f.pairs) else [])
@@ -220,7 +228,7 @@ def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]
             lines += ["", PPL_NOTE]
         rows = [_pair_row(p, label) for p in f.pairs]
         if rows:
-            lines += [""] + table(["column", "A", "B", "A − B [95% interval]", "items × seeds A/B", "fine-tuning",
+            lines += [""] + table(["column", "A", "B", "A − B [95% interval]", "items × runs A/B", "fine-tuning",
                                    "verdict", "MDE (80% power)", "Holm"], rows)
     return lines
 

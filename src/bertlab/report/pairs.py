@@ -14,7 +14,7 @@ from bertlab.report.multiboot import MultiContrast
 class Side:
     label: str  # the table row's label, or its `<encoder>-<mode>`
     key: str
-    row: str  # `<encoder>-<mode>`: its cells are the runs `<task>-<row>-<seed>`
+    row: str  # `<encoder>-<mode>`: its cells are the runs `<task>-<row>-<pretraining seed>-<seed>`
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,8 @@ class Pair:
     budget: str = ""  # the cells' fine-tuning budget (A's / B's where they differ)
     paper: float | None = None  # the paper's own A - B (None: it gives no comparable number)
     compressed: bool = False  # a side is at or below its floor
-    seeds: tuple[int, int] = (1, 1)  # the fine-tuning seeds (runs) of A's cell and of B's (a ratio: one LM run)
+    seeds: tuple[int, int] = (1, 1)  # the fine-tuning runs of A's cell and of B's, all pretraining runs (a ratio: 1)
+    pretrain_runs: tuple[int, int] = (1, 1)  # the pretraining runs A's cell and B's are over
     mde: float | None = None  # the smallest |A - B| the design detects with 80% power: z_sum x the draws' SD
     runs_needed: float | None = None  # pretraining runs a side the paper's effect needs (inf: none at this scale)
     power_note: str = ""  # the MDE and the runs in words: what they leave out or assume
@@ -49,6 +50,14 @@ class Pair:
         if self.paper is None or self.mde is None:
             return None
         return "above" if abs(self.paper) >= self.mde else "below"
+
+    @property
+    def run_margins(self) -> tuple[float, ...]:
+        """Each pretraining run's own A - B (paired runs: run r of A less run r of B), where a side has several."""
+        c = self.contrast
+        if not isinstance(c, MultiContrast) or max(self.pretrain_runs) < 2 or not c.paired:
+            return ()
+        return tuple(a - b for a, b in zip(c.scores_a, c.scores_b))
 
     @property
     def edge(self) -> bool:

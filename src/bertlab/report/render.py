@@ -27,7 +27,7 @@ from bertlab.report.tables import table_names
 
 CSV_FIELDS = ("table", "row", "column", "paper", "mean", "std", "n", "status", "floor", "floor_status")
 FINDING_FIELDS = ("claim", "table", "text", "column", "A", "B", "estimate", "low", "high", "verdict", "n_items",
-                  "runs_a", "runs_b", "reason", "paper_effect", "paper_vs_interval", "compressed", "mde",
+                  "runs_a", "runs_b", "pretrain_runs_a", "pretrain_runs_b", "reason", "paper_effect", "paper_vs_interval", "compressed", "mde",
                   "paper_vs_mde", "runs_needed", "power_note", "p_value", "holm_p", "familywise", "mc_error", "edge",
                   "same_model")
 
@@ -77,8 +77,8 @@ def finding_rows(findings: list[Finding]) -> list[list[Any]]:
     """One row per pair of every claim, in FINDING_FIELDS order (`runs_needed` as text: a count or "inf")."""
     return [[f.id, f.table, f.text, p.column, p.a.label, p.b.label, _finite(p.contrast.estimate),
              _finite(p.contrast.low), _finite(p.contrast.high), p.contrast.verdict, p.contrast.n_items, *p.seeds,
-             p.reason, _finite(p.paper), p.paper_vs_interval, p.compressed, _finite(p.mde), p.paper_vs_mde,
-             None if p.runs_needed is None else str(_runs(p)), p.power_note, p_value, _finite(p.holm_p),
+             *p.pretrain_runs, p.reason, _finite(p.paper), p.paper_vs_interval, p.compressed, _finite(p.mde),
+             p.paper_vs_mde, None if p.runs_needed is None else str(_runs(p)), p.power_note, p_value, _finite(p.holm_p),
              p.familywise or None, mc_error, p.edge, p.same_as or None]
             for f in findings for p in f.pairs for p_value, mc_error in [_resampled(p)]]
 
@@ -120,7 +120,9 @@ def details(tables: list[str], entries: list[Entry], findings: list[Finding]) ->
         f.id: {"table": f.table, "text": f.text, "summary": f.summary, "pairs": {
             p.name: {"estimate": _finite(p.contrast.estimate), "low": _finite(p.contrast.low),
                      "high": _finite(p.contrast.high), "verdict": p.contrast.verdict, "n_items": p.contrast.n_items,
-                     "runs_a": p.seeds[0], "runs_b": p.seeds[1], "reason": p.reason,
+                     "runs_a": p.seeds[0], "runs_b": p.seeds[1], "pretrain_runs_a": p.pretrain_runs[0],
+                     "pretrain_runs_b": p.pretrain_runs[1], "run_margins": [_finite(m) for m in p.run_margins],
+                     "reason": p.reason,
                      "finetuning": p.budget, "paper_effect": _finite(p.paper),
                      "paper_vs_interval": p.paper_vs_interval, "compressed": p.compressed,
                      "reading": p.reading, "mde": _finite(p.mde), "paper_vs_mde": p.paper_vs_mde,
