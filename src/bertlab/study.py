@@ -145,15 +145,16 @@ def check(study: dict[str, Any]) -> None:
 
 def check_policy(policy: dict[str, Any], study: dict[str, Any]) -> None:
     """`ablations.cells` (what a profile runs): `seeds` per task (or `default`) a count >= 1, `pretrain_seeds` per
-    encoder (or `default`) a count >= 1, `skip` tasks or encoders with a reason, `finetune` a table's task -> Hydra
-    overrides of its cells."""
+    encoder (or `default`; how many it pretrains) or table (how many of them its cells run on) a count >= 1, `skip`
+    tasks or encoders with a reason, `finetune` a table's task -> Hydra overrides of its cells."""
     tasks = set(study.get("columns", {}))
     seeds, skip = policy.get("seeds") or {}, policy.get("skip") or {}
-    for encoder, n in (policy.get("pretrain_seeds") or {}).items():
-        if encoder != "default" and encoder not in study["encoders"]:
-            raise UserError(f"ablations.cells.pretrain_seeds.{encoder}: not an encoder of ablations.encoders")
+    for name, n in (policy.get("pretrain_seeds") or {}).items():
+        if name != "default" and name not in study["encoders"] and name not in study["tables"]:
+            raise UserError(f"ablations.cells.pretrain_seeds.{name}: not an encoder of ablations.encoders nor a table "
+                            "of ablations.tables")
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(study["pretrain_seeds"]):
-            raise UserError(f"ablations.cells.pretrain_seeds.{encoder}={n!r}: expected a count from 1 to "
+            raise UserError(f"ablations.cells.pretrain_seeds.{name}={n!r}: expected a count from 1 to "
                             f"{len(study['pretrain_seeds'])} (ablations.pretrain_seeds)")
     for table, by_task in (policy.get("finetune") or {}).items():
         where = f"ablations.cells.finetune.{table}"
@@ -205,13 +206,17 @@ def cell_overrides(policy: dict[str, Any], cell: Cell) -> list[str]:
 
 
 def cell_left_out(policy: dict[str, Any], cell: Cell, seeds: list[int], pretrain_seeds: list[int]) -> str | None:
-    """Why the profile leaves `cell` out (its task or encoder skipped, its pretraining run left out, or its seed beyond
-    the task's count), or None."""
+    """Why the profile leaves `cell` out (its task or encoder skipped, its pretraining run left out or beyond its
+    table's count, or its seed beyond the task's count), or None."""
     skip, counts = policy.get("skip") or {}, policy.get("seeds") or {}
     if skip.get(cell.task):
         return f"{cell.task}: {skip[cell.task]}"
     if why := encoder_left_out(policy, cell.encoder, cell.pretrain_seed, pretrain_seeds):
         return why
+    runs = (policy.get("pretrain_seeds") or {}).get(cell.table, len(pretrain_seeds))
+    if pretrain_seeds.index(cell.pretrain_seed) >= runs:
+        return (f"pretraining seed {cell.pretrain_seed}: {cell.table}'s cells run on the first {runs} of "
+                "ablations.pretrain_seeds (ablations.cells.pretrain_seeds)")
     n = counts.get(cell.task, counts.get("default", len(seeds)))
     if seeds.index(cell.seed) >= n:
         return f"seed {cell.seed}: {cell.task} runs the first {n} of ablations.seeds (ablations.cells.seeds)"

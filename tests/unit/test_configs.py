@@ -71,6 +71,11 @@ def test_the_profile_leaves_out_seeds_beyond_a_tasks_count_and_what_it_skips() -
     assert {n for n, why in both.items() if why is None} - ran == {
         "bert-2", "sst2-bert-finetune-2-1", "sst2-bert-finetune-2-2", "mrpc-bert-finetune-2-1",
         "conll2003-bert-sum_all-2-1", "conll2003-bert-sum_all-2-2"}
+    table7 = left_out({"seeds": {}, "pretrain_seeds": {"table7": 1}, "skip": {}})  # a table's cells on fewer runs
+    assert table7["bert-2"] is None and table7["sst2-bert-finetune-2-1"] is None
+    assert table7["conll2003-bert-sum_all-2-1"] == (
+        "pretraining seed 2: table7's cells run on the first 1 of ablations.pretrain_seeds "
+        "(ablations.cells.pretrain_seeds)")
     skipped = left_out({"seeds": {}, "skip": {"ltr": "no causal runs here", "mrpc": "at its floor"}})
     assert skipped["ltr-2"] == "ltr: no causal runs here" and skipped["sst2-ltr-finetune-1-3"] == skipped["ltr-2"]
     assert skipped["mrpc-bert-finetune-1-1"] == "mrpc: at its floor"
@@ -113,7 +118,8 @@ def test_a_declaration_that_makes_no_grid_is_one_line_naming_it(change: dict, me
 @pytest.mark.parametrize(("policy", "message"), [
     ({"seeds": {"nope": 2}}, "ablations.cells.seeds.nope: not a task of ablations.columns"),
     ({"seeds": {"sst2": 0}}, "ablations.cells.seeds.sst2=0: expected a count >= 1"),
-    ({"pretrain_seeds": {"nonsp": 1}}, "ablations.cells.pretrain_seeds.nonsp: not an encoder of ablations.encoders"),
+    ({"pretrain_seeds": {"nonsp": 1}}, "ablations.cells.pretrain_seeds.nonsp: not an encoder of ablations.encoders "
+                                       "nor a table"),
     ({"pretrain_seeds": {"bert": 3}}, "ablations.cells.pretrain_seeds.bert=3: expected a count from 1 to 2"),
     ({"skip": {"nonsp": "x"}}, "ablations.cells.skip.nonsp: not a task of ablations.columns nor an encoder"),
     ({"skip": {"sst2": ""}}, "ablations.cells.skip.sst2: give the reason the report prints"),
@@ -186,7 +192,9 @@ def test_a_profile_that_redraws_the_grid_is_refused() -> None:
     spec, policy = read_study(compose_with("profile=smoke"))
     assert spec["tables"] == DECLARED["tables"] and policy == DECLARED["cells"] == POLICY
     spec, policy = read_study(compose_with("profile=cpu"))  # cpu leaves runs out with its own `cells`
-    assert spec["tables"] == DECLARED["tables"] and policy["seeds"] == POLICY["seeds"]
+    own = yaml.safe_load((Path(CONF_DIR) / "profile" / "cpu.yaml").read_text())["ablations"]["cells"]
+    assert spec["tables"] == DECLARED["tables"] and policy["seeds"] == own["seeds"] and policy["pretrain_seeds"] == (
+        DECLARED["cells"]["pretrain_seeds"] | own["pretrain_seeds"])
     assert set(policy["skip"]) == {"mrpc", "L6_H768_A3", "L12_H1024_A16", "L24_H1024_A16"}
     assert policy["finetune"] == {"table6": {"sst2": ["finetune.max_train_examples=16000"]}}
 
@@ -279,11 +287,13 @@ def test_what_dvc_reads_or_sets_has_nothing_it_would_interpolate(path: str) -> N
 def test_the_size_study_rows_train_for_the_profiles_size_study_budget() -> None:
     row = compose_with("profile=cpu", *DECLARED["encoders"]["L3_H768_A12"])
     bert = compose_with("profile=cpu", *DECLARED["encoders"]["bert"]).pretrain
-    assert (row.pretrain.max_steps, row.pretrain.warmup_steps) == (2400, 120) == (bert.max_steps, bert.warmup_steps)
+    cpu = compose_with("profile=cpu").pretrain  # the cpu profile gives the size study `bert`'s budget
+    assert (row.pretrain.max_steps, row.pretrain.warmup_steps) == (cpu.size_study_steps, cpu.size_study_warmup_steps)
+    assert (row.pretrain.max_steps, row.pretrain.warmup_steps) == (bert.max_steps, bert.warmup_steps)
     budget = ("pretrain.size_study_steps=77", "pretrain.size_study_warmup_steps=7")  # a profile's own size budget
     row = compose_with("profile=cpu", *budget, *DECLARED["encoders"]["L3_H768_A12"]).pretrain
     assert (row.max_steps, row.warmup_steps) == (77, 7)
-    assert compose_with("profile=cpu", *budget, *DECLARED["encoders"]["bert"]).pretrain.max_steps == 2400
+    assert compose_with("profile=cpu", *budget, *DECLARED["encoders"]["bert"]).pretrain.max_steps == cpu.max_steps
 
 
 def test_a_run_by_hand_follows_params_yaml_unless_its_command_line_names_a_profile(tmp_path: Path, capsys) -> None:
