@@ -1,19 +1,20 @@
 """One claim of the paper at BERT-base in one call on one GPU (`claim.sh` sets the machine up and unpacks the pack,
 then runs this): the stages themselves (`python -m bertlab.pretrain`, `bertlab.finetune`) at a short-run setting of the
 gpu profile's recipe, each encoder and cell with the study's own overrides (conf/ablations/default.yaml `encoders`,
-`modes`). Pretrain the claim's encoders (`verdicts.CLAIMS`: STEPS steps of 256 x 128, WARMUP warm-up steps, lr
-decaying to zero at the budget; all at once on the GPU) and fine-tune each on the claim's tasks in its modes the
-moment its pretraining ends (`scratch`'s cells beside `bert`'s pretraining), one epoch of BERT's recipe (batch 32, lr
-2e-5; `BUDGET` per task), every seed, full dev sets. The cells are the pipeline's `<task>-<encoder>-<mode>-<seed>`.
-$OUT/claim_<claim>.tar.gz brings back run.json (claim, device, commit, command, seconds), the download manifest,
-every encoder's metrics.json and heldout_items.json, every cell's metrics.json and items.json (per-item dev
-predictions) and the logs; unpacked into reports/gpu/<date>-<claim>/ and committed, `python
+`modes`). Pretrain each of the claim's encoders (`verdicts.CLAIMS`: STEPS steps of 256 x 128, WARMUP warm-up steps,
+lr decaying to zero at the budget) at every pretraining seed (`--pretrain-seeds`: runs `<encoder>-<seed>`, the
+pipeline's; all at once on the GPU) and fine-tune each run on the claim's tasks in its modes the moment it ends
+(`scratch`'s cells beside `bert`'s pretraining), one epoch of BERT's recipe (batch 32, lr 2e-5; `BUDGET` per task),
+every seed, full dev sets. The cells are the pipeline's `<task>-<encoder>-<mode>-<pretraining seed>-<seed>`.
+$OUT/claim_<claim>.tar.gz brings back run.json (claim, device, commit, command, seconds, seeds), the download
+manifest, every pretraining run's metrics.json and heldout_items.json, every cell's metrics.json and items.json
+(per-item dev predictions) and the logs; unpacked into reports/gpu/<date>-<claim>/ and committed, `python
 benchmarks/gpu/verdicts.py` renders reports/gpu.md from every such run. A run that fails or is still going at the
 deadline (DEADLINE seconds after the call began) leaves its cells missing, which the verdicts name. `--encoders`
 runs some of the claim's encoders only, `--base` naming the committed run (reports/gpu/) whose cells of the others
 decide it with them: e.g. `scratch` again at another fine-tuning lr (`--extra finetune.lr=1e-4`) against `bert`'s cells.
 
-    python benchmarks/gpu/claim.py e --data DIR --print    # the commands, not run
+    python benchmarks/gpu/claim.py b --data DIR --pretrain-seeds 1 2 3 --print    # the commands, not run
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from verdicts import CLAIMS, base_run, study, verdicts  # beside this file
 
-from bertlab.study import cell_name
+from bertlab.study import cell_name, pretrain_encoder, pretrain_name
 
 # A task's fine-tuning budget: SST-2 and QNLI 16,000 examples, SQuAD 12,000 questions, CoNLL-2003 all 14,041
 # sentences, one epoch; MRPC all 3,668 pairs, three epochs (BERT's recipe: one epoch is 115 updates)
@@ -47,28 +48,31 @@ def stamp(text: str) -> None:
 
 
 def plan(claim: str, args: argparse.Namespace) -> tuple[dict[str, list[str]], dict[str, tuple[str, list[str]]]]:
-    """(pretraining commands by encoder, (encoder, fine-tuning command) by cell) of `claim`: the declared overrides of
-    each encoder and mode come after the short-run settings (the last value of a key wins: `scratch` stays at 0 steps),
-    `--extra` after everything."""
+    """(pretraining commands by pretraining run `<encoder>-<seed>`, (pretraining run, fine-tuning command) by cell) of
+    `claim`: the declared overrides of each encoder and mode come after the short-run settings (the last value of a key
+    wins: `scratch` stays at 0 steps), `--extra` after everything."""
     spec, c = study(), CLAIMS[claim]
     common = [*args.packed, f"data_dir={args.data}", f"out_dir={args.data}", "logger=csv", "impl.devices=1",
               "impl.compile=false", "impl.reuse_twins=false"]
     steps = args.steps or c.steps
     ours = args.encoders or c.encoders
-    pretrain = {e: [*STAGE, "bertlab.pretrain", *common, f"name={e}", f"pretrain.max_steps={steps}",
-                    f"pretrain.warmup_steps={args.warmup}", f"pretrain.val_every_steps={(steps + 3) // 4}",
-                    f"pretrain.checkpoint_every_steps={steps * 2}", "impl.num_workers=4", *spec["encoders"][e],
-                    *args.extra] for e in ours}
+    pretrain = {pretrain_name(e, s): [
+        *STAGE, "bertlab.pretrain", *common, f"name={e}", f"seed={s}", f"pretrain.max_steps={steps}",
+        f"pretrain.warmup_steps={args.warmup}", f"pretrain.val_every_steps={(steps + 3) // 4}",
+        f"pretrain.checkpoint_every_steps={steps * 2}", "impl.num_workers=4", *spec["encoders"][e], *args.extra]
+        for e in ours for s in args.pretrain_seeds}
     finetune = {}
     for encoder in ours:
-        for task in args.tasks or c.tasks:
-            for mode in c.modes(spec):
-                for seed in args.seeds:
-                    name = cell_name(task, f"{encoder}-{mode}", seed)
-                    finetune[name] = encoder, [
-                        *STAGE, "bertlab.finetune", *common, f"name={name}", f"task={task}",
-                        f"finetune.encoder={encoder}", f"seed={seed}", "impl.num_workers=1", "finetune.epochs=1",
-                        *BUDGET[task], *spec["modes"][mode], *args.extra]
+        for pretrain_seed in args.pretrain_seeds:
+            for task in args.tasks or c.tasks:
+                for mode in c.modes(spec):
+                    for seed in args.seeds:
+                        name = cell_name(task, f"{encoder}-{mode}", pretrain_seed, seed)
+                        finetune[name] = pretrain_name(encoder, pretrain_seed), [
+                            *STAGE, "bertlab.finetune", *common, f"name={name}", f"task={task}",
+                            f"finetune.encoder={encoder}", f"finetune.pretrain_seed={pretrain_seed}", f"seed={seed}",
+                            "impl.num_workers=1", "finetune.epochs=1", *BUDGET[task], *spec["modes"][mode],
+                            *args.extra]
     return pretrain, finetune
 
 
@@ -80,11 +84,11 @@ def start(name: str, command: list[str], logs: Path) -> subprocess.Popen:
 
 def run_claim(pretrain: dict[str, list[str]], finetune: dict[str, tuple[str, list[str]]], data: Path,
               deadline: float) -> list[str]:
-    """Pretrain every encoder at once; start each encoder's cells the moment its pretraining ends well (so `scratch`'s
-    cells train beside `bert`'s pretraining and the GPU idles less); stop what is still running `deadline` seconds
-    after the call began. The runs that failed or were stopped."""
+    """Start every pretraining run (`<encoder>-<seed>`) at once; start each run's cells the moment it ends well (so
+    `scratch`'s cells train beside `bert`'s pretraining and the GPU idles less); stop what is still running `deadline`
+    seconds after the call began. The runs that failed or were stopped."""
     logs = data / "logs"
-    procs = {f"pretrain_{e}": start(f"pretrain_{e}", c, logs) for e, c in pretrain.items()}
+    procs = {f"pretrain_{r}": start(f"pretrain_{r}", c, logs) for r, c in pretrain.items()}
     waiting, failed = dict(finetune), []
     while procs:
         for name, proc in list(procs.items()):
@@ -100,12 +104,13 @@ def run_claim(pretrain: dict[str, list[str]], finetune: dict[str, tuple[str, lis
                 failed.append(name)
                 print(f"{name}: exit {proc.returncode}: " + " | ".join(tail[-3:]), flush=True)
             if name.startswith("pretrain_"):
-                encoder = name.removeprefix("pretrain_")
-                ready = not proc.returncode and (data / "pretrain" / encoder / "metrics.json").exists()
-                stamp(f"{encoder} pretrained{'' if ready else ' NOT (its cells are skipped)'}: "
+                run = name.removeprefix("pretrain_")
+                done = data / "pretrain" / pretrain_encoder(run) / run / "metrics.json"  # runs.pretrain_dir's
+                ready = not proc.returncode and done.exists()
+                stamp(f"{run} pretrained{'' if ready else ' NOT (its cells are skipped)'}: "
                       + " ".join([line.split("] - ")[-1] for line in tail if "held-out" in line][-1:]))
-                for cell, (e, command) in list(waiting.items()):
-                    if e == encoder:
+                for cell, (r, command) in list(waiting.items()):
+                    if r == run:
                         del waiting[cell]
                         if ready:
                             procs[f"ft_{cell}"] = start(f"ft_{cell}", command, logs)
@@ -123,7 +128,8 @@ def device() -> str:
 
 def bring_back(data: Path, out: Path, claim: str) -> Path:
     """$OUT/claim_<claim>.tar.gz: what verdicts.py reads and the logs, paths relative to the data dir."""
-    keep = ["run.json", "download/manifest.json", *(f"pretrain/*/{f}" for f in ("metrics.json", "heldout_items.json")),
+    keep = ["run.json", "download/manifest.json",
+            *(f"pretrain/*/*/{f}" for f in ("metrics.json", "heldout_items.json")),  # pretrain/<encoder>/<run>
             *(f"finetune/*/*/{f}" for f in ("metrics.json", "items.json")), "logs/*.log"]  # finetune/<encoder>/<cell>
     path = out / f"claim_{claim}.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
@@ -140,7 +146,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("/tmp/bertlab-gpu"), help="where the tarball goes")
     p.add_argument("--steps", type=int, default=0, help="pretraining steps an encoder (0: the claim's)")
     p.add_argument("--warmup", type=int, default=250)
-    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--pretrain-seeds", type=int, nargs="+", default=[1], help="each encoder's pretraining runs")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2], help="fine-tuning seeds, each on every run")
     p.add_argument("--tasks", nargs="*", default=None, help="the claim's tasks if not given")
     p.add_argument("--deadline", type=float, default=540,
                    help="seconds after the call began (STARTED) at which every run still going is stopped")
@@ -171,20 +178,22 @@ def main() -> None:
     logs.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     stamp(f"claim {args.claim} ({claim.title}) on {device()}: pretrain {', '.join(pretrain)}, then {len(finetune)} "
-          f"cells, each as soon as its encoder is ready; stop at {args.deadline:.0f} s")
+          f"cells, each as soon as its pretraining run is ready; stop at {args.deadline:.0f} s")
     failed = run_claim(pretrain, finetune, args.data, args.deadline)
     stamp(f"done: {len(failed)} run(s) failed or stopped")
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                            text=True).stdout.strip()
     (args.data / "run.json").write_text(json.dumps({
         "claim": args.claim, "device": device(), "commit": commit or None, "steps": args.steps or claim.steps,
-        "warmup": args.warmup, "tasks": list(args.tasks or claim.tasks), "seeds": args.seeds,
-        "extra": shlex.join(args.extra), "seconds": round(time.time() - started), "encoders": list(pretrain),
-        "base": args.base, "command": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in (
-            ("ENCODERS", " ".join(args.encoders or ())), ("BASE", args.base or ""), ("EXTRA", shlex.join(args.extra)))
-            if v), f"bash benchmarks/gpu/claim.sh {args.claim}"])}, indent=1))
+        "warmup": args.warmup, "tasks": list(args.tasks or claim.tasks), "pretrain_seeds": args.pretrain_seeds,
+        "seeds": args.seeds, "extra": shlex.join(args.extra), "seconds": round(time.time() - started),
+        "encoders": list(args.encoders or claim.encoders), "base": args.base, "command": " ".join([
+            *(f"{k}={shlex.quote(v)}" for k, v in (
+                ("PRETRAIN_SEEDS", " ".join(map(str, args.pretrain_seeds)) if args.pretrain_seeds != [1] else ""),
+                ("ENCODERS", " ".join(args.encoders or ())), ("BASE", args.base or ""),
+                ("EXTRA", shlex.join(args.extra))) if v), f"bash benchmarks/gpu/claim.sh {args.claim}"])}, indent=1))
     print(f"brought back: {bring_back(args.data, args.out, args.claim)}")
-    for row in verdicts(args.data, study()):
+    for row in verdicts(args.data, study())[0]:
         print(" | ".join(row[:-1]))
     stamp("end")
 

@@ -11,13 +11,21 @@
 #   bash benchmarks/gpu/claim.sh e    Table 6's depths 3, 6, 12 x 768, equal tokens: held-out ppl, SST-2, MRPC (~8 min)
 #   ENCODERS=scratch BASE=2026-11-28-a EXTRA=finetune.lr=1e-4 bash benchmarks/gpu/claim.sh a
 #                                     claim a's scratch side again at 5x BERT's lr, against a's `bert` (144 s)
+#   PRETRAIN_SEEDS="1 2 3" bash benchmarks/gpu/claim.sh b
+#                                     claim b over 3 pretraining runs an encoder (bert-1..3, nonsp-1..3, 36 cells):
+#                                     the next lease's first call. Estimated, not measured: by the rates below 6 x
+#                                     1,000 steps (714 s) and 528,000 fine-tuning examples (285 s), ~1,000 s; the same
+#                                     rates give 333 s of b's measured 451 s at one run an encoder, so ~17-23 min:
+#                                     past the DEADLINE at STEPS=1000 (STEPS=300 SEEDS=1: ~360-480 s, estimated)
 # Minutes from the rates measured on an H200 (benchmarks/README.md "On a GPU"): the pretrain stage's eager loop at
 # 8.4 steps/s for 12 layers, fine-tuning 1,850 examples/s over 8 runs at once; an H100 may take ~10% longer. Env: STEPS
-# (a and d: 1400, b, c and e: 1000, each encoder), WARMUP (250), SEEDS ("1 2"), TASKS (the claim's), ENCODERS (some
-# of the claim's, with BASE: the committed run of reports/gpu/ whose cells of the others decide it with them), DEADLINE
-# (seconds after the call began at which every run still going is stopped: 540, inside a 600 s call), EXTRA
-# (overrides for every run; the last value of a key wins), DATA (/tmp/bertlab-claim/data), PACKS (pack.sh's folder:
-# .gpu), COMMIT (the commit run.json names: the device's copy has no git history), OUT (/tmp/bertlab-gpu).
+# (a and d: 1400, b, c and e: 1000, each pretraining run), WARMUP (250), PRETRAIN_SEEDS ("1": each encoder's
+# pretraining runs `<encoder>-<seed>`, all at once), SEEDS ("1 2": fine-tuning, on every pretraining run), TASKS (the
+# claim's), ENCODERS (some of the claim's, with BASE: the committed run of reports/gpu/ whose cells of the others
+# decide it with them), DEADLINE (seconds after the call began at which every run still going is stopped: 540, inside
+# a 600 s call), EXTRA (overrides for every run; the last value of a key wins), DATA (/tmp/bertlab-claim/data), PACKS
+# (pack.sh's folder: .gpu), COMMIT (the commit run.json names: the device's copy has no git history), OUT
+# (/tmp/bertlab-gpu).
 set -uo pipefail
 # Each call from the pack alone: the default DATA is emptied first (an earlier call's runs on this warm machine are
 # in its tarball); claim.py refuses a DATA that holds runs.
@@ -26,6 +34,6 @@ PACKS=${PACKS:-.gpu}
 . benchmarks/gpu/env.sh
 unpack "$DATA" "$PACKS/pack.tar.xz" "$PACKS/tasks.tar.xz"
 STARTED=$started exec python3 benchmarks/gpu/claim.py "$@" --data "$DATA" --out "${OUT:-/tmp/bertlab-gpu}" \
-  --steps "${STEPS:-0}" --warmup "${WARMUP:-250}" --seeds ${SEEDS:-1 2} ${TASKS:+--tasks $TASKS} \
-  ${ENCODERS:+--encoders $ENCODERS} ${BASE:+--base "$BASE"} \
+  --steps "${STEPS:-0}" --warmup "${WARMUP:-250}" --pretrain-seeds ${PRETRAIN_SEEDS:-1} --seeds ${SEEDS:-1 2} \
+  ${TASKS:+--tasks $TASKS} ${ENCODERS:+--encoders $ENCODERS} ${BASE:+--base "$BASE"} \
   --deadline "${DEADLINE:-540}" --packed "${PACKED[@]}" --extra ${EXTRA:-} --commit "${COMMIT:-}"

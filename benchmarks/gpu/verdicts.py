@@ -1,19 +1,23 @@
 """The paper's claims at BERT-base from the short GPU runs of `claim.sh`, decided as the ablations report decides
 them: a run's folder read as a data dir (`report.collect`), the study's declared claims (conf/ablations/default.yaml;
-`CLAIMS` names which decide each short run) checked on it (`report.claims.check_claims`): per pair, each side's mean
-over seeds beside its floor on the same dev items, A - B (A: the side the paper finds better) with its paired 95%
-interval over dev items and seeds, and whether that interval admits the paper's own effect. Only the pairs of the
-run's own encoders and tasks are shown. An encoder whose held-out perplexity at its end is above 0.5 x unigram is
-collapsed: its pairs test nothing.
+`CLAIMS` names which decide each short run) checked on it (`report.claims.check_claims`) over the pretraining runs and
+fine-tuning seeds it holds: per pair, each side's mean beside its floor on the same dev items, A - B (A: the side the
+paper finds better) with its 95% Multi-Bootstrap interval over pretraining runs, seeds and dev items (paired by
+pretraining seed where both sides ran the same; with one run a side, the paired bootstrap over items and seeds), each
+pretraining run's own A - B beside it, and whether the interval admits the paper's own effect. Only the pairs of the
+run's own encoders and tasks are shown. A pretraining run whose held-out perplexity at its end is above 0.5 x unigram
+is collapsed: the pairs of its encoder test nothing.
 
     python benchmarks/gpu/verdicts.py --runs <data_dir>     # one run's verdicts, printed (claim.sh's end)
     python benchmarks/gpu/verdicts.py [--out reports/gpu.md]  # every run under reports/gpu/, as markdown
 
 A committed run is a folder of reports/gpu/ holding what claim.sh's tarball brings back: run.json, download/
-manifest.json, pretrain/<encoder>/ (metrics.json, heldout_items.json) and finetune/<task>-<encoder>-<mode>-<seed>/
-(metrics.json, items.json). A run of some of its claim's encoders (claim.sh's ENCODERS, e.g. `scratch` again at
-another fine-tuning lr) names a committed run of the same claim as its `base`, whose files of the other encoders it is
-decided with: the same dev items, so still paired.
+manifest.json, pretrain/<encoder>/<encoder>-<pretraining seed>/ (metrics.json, heldout_items.json) and
+finetune/<encoder>/<task>-<encoder>-<mode>-<pretraining seed>-<seed>/ (metrics.json, items.json). Runs committed
+before pretraining seeds (2026-11-28: pretrain/<encoder>/ flat, cells `<task>-<encoder>-<mode>-<seed>`) are read as
+pretraining seed 1, the seed they ran at (`adopt`). A run of some of its claim's encoders (claim.sh's ENCODERS, e.g.
+`scratch` again at another fine-tuning lr) names a committed run of the same claim as its `base`, whose files of the
+other encoders it is decided with: the same dev items, so still paired where the pretraining seeds are the same.
 """
 
 from __future__ import annotations
@@ -23,22 +27,26 @@ import contextlib
 import math
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from bertlab.files import read_json
-from bertlab.report.cells import PPL, CellOf, cell_lookup
+from bertlab.files import read_json, write_json
+from bertlab.report import stats
+from bertlab.report.cells import PPL, Cell, CellOf, cell_lookup
 from bertlab.report.claims import Pair, check_claims
-from bertlab.report.collect import collect
+from bertlab.report.collect import Results, collect
+from bertlab.report.multiboot import MultiContrast
 from bertlab.report.tables import encoder_of
+from bertlab.runs import pretrain_dir
 from bertlab.stage import CONF_DIR
-from bertlab.study import split_row
+from bertlab.study import SEP, cell_name, pretrain_encoder, split_row
 
 REPO = Path(__file__).resolve().parents[2]
+LEGACY_SEED = 1  # the pretraining seed of a run committed before pretraining seeds: the config's `seed`, unset then
 
 
 @dataclass(frozen=True)
@@ -78,8 +86,8 @@ CLAIMS = {
     "e": Claim("Table 6: depth at equal tokens", ("L3_H768_A12", "L6_H768_A12", "L12_H768_A12"), ("sst2", "mrpc"),
                ("size_ppl", "size_sst2", "size_mrpc"), 1000),
 }
-HEADER = ["claim", "column", "A", "B", "A mean", "B mean", "A's floor", "A - B [95%]", "verdict", "items x seeds",
-          "run"]
+HEADER = ["claim", "column", "A", "B", "A mean", "B mean", "A's floor", "A - B [95%]", "each pretraining run's A - B",
+          "verdict", "items x seeds", "run"]
 
 
 def study() -> dict[str, Any]:
@@ -112,31 +120,67 @@ def base_run(run: Path, meta: dict[str, Any]) -> Path | None:
     raise SystemExit(f"error: {run}/run.json: base {meta['base']!r} is not a committed run (reports/gpu/)")
 
 
+def legacy(folder: Path) -> bool:
+    """Whether `folder` is a run committed before pretraining seeds: its pretraining runs in pretrain/<encoder>/ flat,
+    their records without `encoder` and `seed`, its cells' without `pretrain_seed`."""
+    return any((folder / "pretrain").glob("*/metrics.json"))
+
+
+def adopt(src: Path, into: Path, skip: Collection[str] = ()) -> None:
+    """Copy the pretraining runs and cells of `src` (but those of the encoders in `skip`) into `into` in the current
+    layout. A legacy run's (`legacy`) become pretraining seed 1's, the seed they ran at: a pretraining run's record
+    named `<encoder>-1` with its `encoder` and `seed`, a cell's named `<task>-<encoder>-<mode>-1-<seed>` with its
+    `pretrain_seed`, the per-item files as they are."""
+    old = legacy(src)
+    for d in sorted((src / "pretrain").glob("*/")):
+        if d.name in skip:
+            continue
+        if not old:
+            shutil.copytree(d, into / "pretrain" / d.name)
+            continue
+        out = pretrain_dir(into, d.name, LEGACY_SEED)
+        write_json(out / "metrics.json", {**read_json(d / "metrics.json"), "name": out.name, "encoder": d.name,
+                                          "seed": LEGACY_SEED})
+        if (d / "heldout_items.json").exists():
+            shutil.copy(d / "heldout_items.json", out)
+    for d in sorted((src / "finetune").glob("*/")):
+        if d.name in skip:
+            continue
+        if not old:
+            shutil.copytree(d, into / "finetune" / d.name)
+            continue
+        for path in sorted(d.glob("*/metrics.json")):
+            m = read_json(path)
+            row = path.parent.name.rpartition(SEP)[0].removeprefix(m["task"] + SEP)  # <task>-<row>-<seed>
+            out = into / "finetune" / d.name / cell_name(m["task"], row, LEGACY_SEED, m["seed"])
+            write_json(out / "metrics.json", {**m, "name": out.name, "pretrain_seed": LEGACY_SEED})
+            if path.with_name("items.json").exists():
+                shutil.copy(path.with_name("items.json"), out)
+
+
 @contextlib.contextmanager
 def whole(run: Path) -> Iterator[Path]:
-    """`run`, or for a run of some of its claim's encoders a temporary folder of its files and its base's files of the
-    claim's other encoders (pretraining results and cells)."""
+    """`run` as a data dir in the current layout: itself, or a temporary folder of its files (a legacy run's adopted)
+    and, for a run of some of its claim's encoders, its base's files of the claim's other encoders."""
     meta = read_json(run / "run.json")
     base = base_run(run, meta)
-    if base is None:
+    if base is None and not legacy(run):
         yield run
         return
-    own = set(meta["encoders"])
     with tempfile.TemporaryDirectory() as tmp:
         into = Path(tmp)
-        shutil.copytree(run, into, dirs_exist_ok=True)
-        for kind in ("pretrain", "finetune"):  # a folder an encoder (its cells in finetune/<encoder>/)
-            for d in sorted((base / kind).glob("*/")):
-                if d.name not in own:
-                    shutil.copytree(d, into / kind / d.name)
+        shutil.copytree(run / "download", into / "download")
+        adopt(run, into)
+        if base is not None:
+            adopt(base, into, skip=set(meta["encoders"]))
         yield into
 
 
-def encoders(run: Path, bound: float) -> dict[str, dict[str, Any]]:
-    """Per encoder of `run`: shape, steps, tokens, held-out perplexity over the unigram, whether it collapsed (above
-    `bound` x unigram)."""
+def pretraining(folder: Path, bound: float) -> dict[str, dict[str, Any]]:
+    """Per pretraining run (`<encoder>-<seed>`) of `folder` (the current layout): shape, steps, tokens, held-out
+    perplexity over the unigram, whether it collapsed (above `bound` x unigram)."""
     out = {}
-    for path in sorted((run / "pretrain").glob("*/metrics.json")):
+    for path in sorted((folder / "pretrain").glob("*/*/metrics.json")):
         m = read_json(path)
         ratio = m["heldout_ppl"] / m["heldout_unigram_ppl"]
         shape = "{num_layers}/{hidden_size}/{num_heads}".format(**m["shape"])
@@ -149,18 +193,41 @@ def encoders(run: Path, bound: float) -> dict[str, dict[str, Any]]:
 
 
 def trained(e: dict[str, Any]) -> str:
-    """What an encoder read: non-padding tokens (the ledger's) and positions (padding included); nothing at 0 steps."""
+    """What a pretraining run read: non-padding tokens (the ledger's) and positions (padding included); nothing at 0
+    steps."""
     if not e["steps"]:
         return ""
     tokens = f"{e['tokens'] / 1e6:.1f}M non-padding tokens of " if e["tokens"] else ""
     return f" ({tokens}{e['positions'] / 1e6:.1f}M positions)"
 
 
+def per_run(c: stats.Contrast, a: Cell, b: Cell, digits: int) -> str:
+    """Each pretraining run's A - B on all items (`<pretraining seed>: <A - B>`) where the sides are paired by
+    pretraining seed, else each side's runs' scores; "-" where not measured."""
+    if not isinstance(c, MultiContrast) or not math.isfinite(c.estimate):
+        return "-"
+    seeds = [sorted(set(cell.pretrain_seeds)) for cell in (a, b)]
+    if c.paired:
+        return ", ".join(f"{s}: {x - y:+.{digits}f}" for s, x, y in zip(seeds[0], c.scores_a, c.scores_b))
+    return "; ".join(f"{side} " + ", ".join(f"{s}: {x:.{digits}f}" for s, x in zip(ss, scores))
+                     for side, ss, scores in (("A", seeds[0], c.scores_a), ("B", seeds[1], c.scores_b)))
+
+
+def runs_of(cell: Cell) -> str:
+    """How many fine-tuning runs a side's number is over: `k` seeds of one pretraining run, `p`x`k` of p runs."""
+    sizes = {len(g) for g in cell.groups}
+    if len(cell.groups) <= 1 or len(sizes) > 1:
+        return str(len(cell.runs))
+    return f"{len(cell.groups)}x{sizes.pop()}"
+
+
 def row(claim: str, pair: Pair, state: dict[str, dict[str, Any]], bound: float, run: str, cell: CellOf) -> list[str]:
-    """One table row: the pair's sides, means, A's floor, A - B with its interval and the verdict's reading."""
+    """One table row: the pair's sides, means, A's floor, A - B with its interval, each pretraining run's A - B and the
+    verdict's reading."""
     c, digits = pair.contrast, 2 if pair.column == PPL else 1
     a, b = cell(pair.a.row, pair.column), cell(pair.b.row, pair.column)
-    collapsed = [e for e in dict.fromkeys(encoder_of(s.row) for s in (pair.a, pair.b)) if state[e]["collapsed"]]
+    collapsed = [name for e in dict.fromkeys(encoder_of(s.row) for s in (pair.a, pair.b))
+                 for name, r in state.items() if pretrain_encoder(name) == e and r["collapsed"]]
     if collapsed:
         verdict = f"tests nothing: {', '.join(collapsed)} collapsed (> {bound} x unigram)"
     else:
@@ -168,23 +235,34 @@ def row(claim: str, pair: Pair, state: dict[str, dict[str, Any]], bound: float, 
     interval = "-" if not math.isfinite(c.estimate) else (
         f"{c.estimate:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]")
     return [claim, pair.column, pair.a.label, pair.b.label, number(a.mean, digits), number(b.mean, digits),
-            number(a.floor_value, digits), interval, verdict, f"{c.n_items} x {pair.seeds[0]}/{pair.seeds[1]}", run]
+            number(a.floor_value, digits), interval, per_run(c, a, b, digits), verdict,
+            f"{c.n_items} x {runs_of(a)}/{runs_of(b)}", run]
 
 
-def verdicts(run: Path, spec: dict[str, Any]) -> list[list[str]]:
+def seeds_in(results: Results) -> dict[str, list[int]]:
+    """The pretraining and fine-tuning seeds of a run's results, as the study's `pretrain_seeds` and `seeds`: every
+    run it holds is decided on."""
+    return {"pretrain_seeds": sorted({r["seed"] for r in results.pretrain.values()}),
+            "seeds": sorted({r["seed"] for r in results.finetune})}
+
+
+def verdicts(run: Path, spec: dict[str, Any]) -> tuple[list[list[str]], dict[str, dict[str, Any]]]:
     """The rows of `run`'s claim: the pairs of its deciding claims on its own encoders and tasks (and held-out
-    perplexity), decided on its cells (and its base's, for the encoders it did not run)."""
+    perplexity), decided on its pretraining runs and cells (and its base's, for the encoders it did not run); and its
+    own pretraining runs (`pretraining`; not its base's)."""
     meta = read_json(run / "run.json")
     claim = CLAIMS[meta["claim"]]
     bound = collapse_bound(spec)
-    spec = {**spec, "claims": declared(spec, meta["claim"])}
     name = run.name + (f" (with {meta['base']})" if meta.get("base") else "")
     with whole(run) as folder:
-        results, state, columns = collect(folder), encoders(folder, bound), {PPL, *meta["tasks"]}
+        results, state, columns = collect(folder), pretraining(folder, bound), {PPL, *meta["tasks"]}
+    spec = {**spec, "claims": declared(spec, meta["claim"]), **seeds_in(results)}
     cell = cell_lookup(spec, results)  # shared with check_claims: each side's floor bootstrapped once
     ours = set(claim.encoders)
-    return [row(f"{meta['claim']} ({f.id})", p, state, bound, name, cell) for f in check_claims(spec, results, cell)
+    rows = [row(f"{meta['claim']} ({f.id})", p, state, bound, name, cell) for f in check_claims(spec, results, cell)
             for p in f.pairs if p.column in columns and {encoder_of(p.a.row), encoder_of(p.b.row)} <= ours]
+    own = set(meta["encoders"]) if meta.get("base") else set(claim.encoders)
+    return rows, {k: r for k, r in state.items() if pretrain_encoder(k) in own}
 
 
 def number(value: float | None, digits: int = 1) -> str:
@@ -201,9 +279,13 @@ def report(root: Path) -> str:
              "(rotary positions, 40% masking, lr 5e-4 decaying to zero at the budget, 256 x 128 tokens a step) and "
              "fine-tunes every encoder on the claim's tasks, one epoch of BERT's recipe (MRPC three), full dev sets. "
              "Each pair is one of the study's declared claims (conf/ablations/default.yaml) decided as the ablations "
-             "report decides it: A - B, A the side the paper finds better, its 95% interval a paired bootstrap over "
-             "dev items and seeds, and whether that interval admits the paper's own effect. An encoder above "
-             f"{collapse_bound(spec)} x unigram at the end of its pretraining is collapsed: its pairs test nothing.",
+             "report decides it: A - B, A the side the paper finds better, its 95% interval the Multi-Bootstrap over "
+             "the sides' pretraining runs, fine-tuning seeds and dev items (paired by pretraining seed; with one run "
+             "a side, the paired bootstrap over items and seeds), each pretraining run's own A - B on all items "
+             "beside it (`<pretraining seed>: <A - B>`), and whether the interval admits the paper's own effect; "
+             "items x seeds counts a side's fine-tuning runs (3x2: 3 pretraining runs, 2 seeds each). A run "
+             "committed before pretraining seeds is pretraining seed 1's. A pretraining run above "
+             f"{collapse_bound(spec)} x unigram at its end is collapsed: its encoder's pairs test nothing.",
              ""]
     if not runs:
         return "\n".join(lines + [
@@ -214,10 +296,11 @@ def report(root: Path) -> str:
     rows, about = [], []
     for run in runs:
         meta = read_json(run / "run.json")
-        rows += verdicts(run, spec)
+        decided, own = verdicts(run, spec)
+        rows += decided
         state = ", ".join(f"`{name}` {e['shape']}, {e['steps']:,} steps{trained(e)}, "
                           f"{e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
-                          for name, e in encoders(run, collapse_bound(spec)).items())
+                          for name, e in own.items())
         base = f" (its other encoders' cells: `{meta['base']}`)" if meta.get("base") else ""
         about.append(f"- `{run.name}`: claim {meta['claim']} ({CLAIMS[meta['claim']].title}){base}, {meta['device']}, "
                      f"commit `{meta['commit']}`, `{meta['command']}` in {meta['seconds']} s; {state}")
@@ -233,11 +316,11 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=REPO / "reports" / "gpu.md")
     args = p.parse_args()
     if args.runs is not None:
-        spec = study()
-        for name, e in encoders(args.runs, collapse_bound(spec)).items():  # its own; its base's are committed
+        rows, own = verdicts(args.runs, study())
+        for name, e in own.items():  # its own; its base's are committed
             print(f"{name}: {e['steps']} steps, {e['ratio']:.3f} x unigram{' (collapsed)' if e['collapsed'] else ''}"
                   f", {e['tokens_per_second'] or '-'} tokens/s")
-        for r in verdicts(args.runs, spec):
+        for r in rows:
             print(" | ".join(f"{h}: {v}" for h, v in zip(HEADER[1:-1], r[1:-1])))
         return
     args.out.write_text(report(args.root))
