@@ -15,8 +15,8 @@ from bertlab.report.pairs import Finding, Pair
 from bertlab.report.tables import encoder_of, rows, shape_text, table_names, tasks
 
 LEGEND = (
-    "Each cell: the paper's dev-set number; ours as mean ± sample std over fine-tuning seeds (\"(1 seed)\": one run, "
-    "no spread); and the floor, what a trivial predictor scores on the same items (the majority training class; "
+    "Each cell: the paper's dev-set number; ours as mean ± sample std over its runs (\"(1 seed)\": one run, no "
+    "spread; \"(3 pretraining runs × 1 seed)\": the encoder pretrained at 3 seeds, each fine-tuned once); and the floor, what a trivial predictor scores on the same items (the majority training class; "
     "random predictions for regression; random span logits for SQuAD; all-\"O\" for NER; unigram perplexity on the "
     "same held-out positions for the LM), flagged **at floor** when a paired bootstrap cannot tell ours from it "
     "and **below floor** when ours is worse (no floor: the runs wrote no per-item file). \"no data\" = the task's "
