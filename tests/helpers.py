@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -153,6 +154,31 @@ def copy_project(dest: Path) -> Path:
     (dest / "params.yaml").write_text(yaml.safe_dump(params | {"profile": "smoke"}, sort_keys=False))
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     return dest
+
+
+def copy_env(repo: Path, shared_data: Path) -> dict[str, str]:
+    """The environment of a command in a copy of the repo: the real data mirror, W&B offline, the copy's code."""
+    return {**os.environ, "BERTLAB_DATA_MIRROR": str(shared_data), "WANDB_MODE": "offline",
+            "PYTHONPATH": str(repo / "src"),  # the copy's code and conf/, not the installed checkout's
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def stages_run(output: str) -> set[str]:
+    """The stages a `dvc repro` ran, or restored from DVC's run cache (the same deps and params ran before: here a
+    queued experiment of the same change)."""
+    return set(re.findall(r"Running stage '([^']+)'", output)) | set(
+        re.findall(r"Stage '([^']+)' is cached - skipping run", output))
+
+
+def readme_section(heading: str) -> str:
+    """The text under the README's `## heading`, to the next `## `."""
+    return (REPO / "README.md").read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def readme_block(heading: str, index: int, lang: str = "bash") -> list[str]:
+    """The lines (blank ones left out) of the `index`-th `lang` code block under the README's `heading`."""
+    block = re.findall(rf"```{lang}\n(.*?)```", readme_section(heading), re.S)[index]
+    return [line for line in block.splitlines() if line.strip()]
 
 
 def cell_dir(data_dir: Path, name: str) -> Path:

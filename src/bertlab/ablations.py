@@ -5,8 +5,8 @@ Reads `data/pretrain/*/{metrics.json,metrics.csv,heldout_items.json}`, `data/fin
 and `data/download/manifest.json`. Writes into `ablations.report_dir` (the pipeline's run: the committed `reports/`;
 unset, as by hand: `<out_dir>/reports`, i.e. `data/hand/reports/`, leaving the committed report as it is):
 `ablations.md`, `ablations_<table>.csv` (each table of the study), `ablations_findings.csv`, `metrics.json` (headline
-counts), `claims.json` (every cell and contrast), `evidence/` (every record and per-item score it is computed from,
-and the study: `python -m bertlab.report.recompute` recomputes it from them), `figures/*.png` and
+counts), `claims.json` (every cell and contrast, the family-wise counts), `evidence/` (every record and per-item score
+it is computed from, and the study: `python -m bertlab.report.recompute` recomputes it from them), `figures/*.png` and
 `pretrain_loss/*.csv` (dvc.yaml's outputs), all built in a scratch directory first and then moved into place file by
 file; no other file in the report directory, its `evidence/`, `figures/` or `pretrain_loss/`, is ever replaced or
 removed. With `logger=wandb`, logs the tables, the findings (each pair's interval and verdict) and the figures to

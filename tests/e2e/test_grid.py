@@ -19,7 +19,7 @@ import yaml
 
 from bertlab.jobs import Engine, Job, run_jobs
 from tests import slurm
-from tests.helpers import REPO, TINY, copy_project
+from tests.helpers import TINY, copy_project, readme_section
 
 DECLARATION = "conf/ablations/default.yaml"
 TIMINGS = {"train_seconds", "eval_seconds", "throughput", "trained_as"}  # a twin copied or trained: either
@@ -104,7 +104,7 @@ def check_like_sequential(repo: Path, sequential: Path, output: str, shared_data
 
 def readme_grid_lines() -> list[str]:
     """The `python -m bertlab.grid` lines of the README's "Scaling out", as written."""
-    section = (REPO / "README.md").read_text().split("\n## Scaling out\n", 1)[1].split("\n## ", 1)[0]
+    section = readme_section("Scaling out")
     return [line for block in re.findall(r"```bash\n(.*?)```", section, re.S) for line in block.splitlines()
             if line.startswith("python -m bertlab.grid")]
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,17 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import REPO, copy_project, free_port
+from tests.helpers import copy_env, copy_project, free_port, readme_block, readme_section, stages_run
 
 Run = Callable[[list[str], Path], subprocess.CompletedProcess]
 DECLARATION = "conf/ablations/default.yaml"  # the study: the grid dvc.yaml reads
-
-
-def copy_env(repo: Path, shared_data: Path) -> dict[str, str]:
-    """The environment of a command in a copy of the repo: the real data mirror, W&B offline, the copy's code."""
-    return {**os.environ, "BERTLAB_DATA_MIRROR": str(shared_data), "WANDB_MODE": "offline",
-            "PYTHONPATH": str(repo / "src"),  # the copy's code and conf/, not the installed checkout's
-            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
 
 
 @pytest.fixture(scope="module")
@@ -39,13 +30,6 @@ def run(shared_data: Path) -> Run:
         return done
 
     return run_in
-
-
-def stages_run(output: str) -> set[str]:
-    """The stages a `dvc repro` ran, or restored from DVC's run cache (the same deps and params ran before: here a
-    queued experiment of the same change)."""
-    return set(re.findall(r"Running stage '([^']+)'", output)) | set(
-        re.findall(r"Stage '([^']+)' is cached - skipping run", output))
 
 
 @pytest.fixture(scope="module")
@@ -215,17 +199,6 @@ def test_a_queued_experiment_reruns_only_what_its_params_change(repo: Path, run:
     assert stages_run(log) == {"configs", *on_mrpc, "ablations"}, log[-3000:]  # the encoders with seed-2 MRPC cells
     shown = run(["dvc", "exp", "show", "--json"], repo).stdout
     assert "mrpc-seeds" in shown
-
-
-def readme_section(heading: str) -> str:
-    """The text under the README's `## heading`, to the next `## `."""
-    return (REPO / "README.md").read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-
-
-def readme_block(heading: str, index: int) -> list[str]:
-    """The command lines of the `index`-th bash block under the README's `heading`."""
-    block = re.findall(r"```bash\n(.*?)```", readme_section(heading), re.S)[index]
-    return [line for line in block.splitlines() if line.strip()]
 
 
 def pipeline_files(repo: Path) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """Every report file: the tables and findings as CSV, `metrics.json` (the headline numbers, for `dvc metrics show`
-and `dvc exp show`), `claims.json` (every cell and contrast), the evidence they were computed from
-(`bertlab.report.evidence`), the figures and the Markdown report, written into one directory."""
+and `dvc exp show`), `claims.json` (every cell and contrast, the family-wise counts), the evidence they were computed
+from (`bertlab.report.evidence`), the figures and the Markdown report, written into one directory."""
 
 from __future__ import annotations
 
@@ -91,14 +91,16 @@ def write_csv(path: Path, header: tuple[str, ...], rows: list[list[Any]]) -> Non
         writer.writerows([["" if v is None else v for v in row] for row in rows])
 
 
+def _counted(findings: list[Finding]) -> list[Pair]:
+    """The pairs the verdict counts take: each pair repeating another's models counted once."""
+    return [p for f in findings for p in f.pairs if p.counted]
+
+
 def headline(findings: list[Finding]) -> dict[str, Any]:
-    """What fits one line of `dvc metrics show`: how many contrasts got each verdict (a pair repeating another's
-    models counted once), how many keep it family-wise (`familywise_<verdict>`: Holm within each table; a pair
-    outside a family keeps its verdict), and each perplexity-over-floor ratio (`<claim>.<A>`)."""
-    counted = [p for f in findings for p in f.pairs if p.counted]
+    """`metrics.json`, what fits one line of `dvc metrics show`: how many contrasts got each verdict and each
+    perplexity-over-floor ratio (`<claim>.<A>`). Everything else is in `claims.json`."""
+    counted = _counted(findings)
     out: dict[str, Any] = {VERDICT_KEYS[v]: sum(p.contrast.verdict == v for p in counted) for v in VERDICT_KEYS}
-    for v in (REPRODUCED, CONTRADICTED, UNRESOLVED):
-        out[f"familywise_{VERDICT_KEYS[v]}"] = sum((p.familywise or p.contrast.verdict) == v for p in counted)
     for f in findings:
         for p in f.pairs:
             if p.ratio:
@@ -107,9 +109,11 @@ def headline(findings: list[Finding]) -> dict[str, Any]:
 
 
 def details(tables: list[str], entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
-    """`claims.json`: {table: {row key: {column: our cell and its floor}}} for measured cells, and {"claims": {id:
-    {text, summary, pairs: {name: contrast}}}} for every claim (`runs_needed`: a count, "inf" where no number of
-    pretraining runs decides the paper's effect at this scale, null where it is not sized)."""
+    """`claims.json`: {table: {row key: {column: our cell and its floor}}} for measured cells, {"claims": {id: {text,
+    summary, pairs: {name: contrast}}}} for every claim (`runs_needed`: a count, "inf" where no number of pretraining
+    runs decides the paper's effect at this scale, null where it is not sized), and {"familywise": {verdict: count}}:
+    how many contrasts get each verdict read family-wise (Holm within each table; a pair outside a family keeps its
+    own; a pair repeating another's models counted once)."""
     out: dict[str, Any] = {t: {} for t in tables}
     for e in entries:
         if e.cell.values:
@@ -131,6 +135,9 @@ def details(tables: list[str], entries: list[Entry], findings: list[Finding]) ->
                      "edge": p.edge, "same_model": p.same_as or None}
             for p in f.pairs}}
         for f in findings}
+    counted = _counted(findings)
+    out["familywise"] = {VERDICT_KEYS[v]: sum((p.familywise or p.contrast.verdict) == v for p in counted)
+                         for v in (REPRODUCED, CONTRADICTED, UNRESOLVED)}
     return out
 
 
