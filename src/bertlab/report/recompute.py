@@ -22,7 +22,8 @@ from bertlab.files import read_json, to_json, write_json
 from bertlab.report import evidence, render
 from bertlab.report.tables import table_names
 
-CLAIMS = "claims"  # claims.json's key for the claims; every other key is a table of cells
+CLAIMS, FAMILYWISE = "claims", "familywise"  # claims.json's keys for the claims and the family-wise counts; every
+# other key is a table of cells
 
 
 def recompute(report_dir: Path) -> dict[str, Any]:
@@ -33,13 +34,13 @@ def recompute(report_dir: Path) -> dict[str, Any]:
 
 def units(claims: dict[str, Any]) -> dict[str, Any]:
     """What claims.json states, one entry each: a claim pair (`claim <id> / <pair>`), a claim's own fields (`claim
-    <id>`), a cell (`cell <table> / <row> / <column>`)."""
-    out: dict[str, Any] = {}
+    <id>`), a cell (`cell <table> / <row> / <column>`), the family-wise counts."""
+    out: dict[str, Any] = {FAMILYWISE: claims.get(FAMILYWISE)}
     for cid, claim in claims[CLAIMS].items():
         out[f"claim {cid}"] = {k: v for k, v in claim.items() if k != "pairs"}
         out.update({f"claim {cid} / {name}": pair for name, pair in claim["pairs"].items()})
     for table, by_row in claims.items():
-        if table != CLAIMS:
+        if table not in (CLAIMS, FAMILYWISE):
             out.update({f"cell {table} / {row} / {column}": cell
                         for row, by_column in by_row.items() for column, cell in by_column.items()})
     return out
