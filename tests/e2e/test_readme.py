@@ -3,7 +3,7 @@ fresh copy of the project at its committed profile, with `../shared/data` beside
 line (the whole smoke study), DVC's views, `wandb sync` over the pipeline's and the hand runs, the Hugging Face snippet
 and the profile switch. (The Experiments section, the run by hand and Scaling out's lines: test_pipeline.py and
 test_grid.py; the install lines and the test command: .ci/run, checked against the README by
-tests/unit/test_readme.py.)"""
+tests/unit/test_readme_shape.py.)"""
 
 from __future__ import annotations
 
