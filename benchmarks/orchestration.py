@@ -1,22 +1,23 @@
 """The orchestration's cost against the grid's size: `dvc repro` of a grid whose runs train nothing.
 
     python benchmarks/orchestration.py                     # 50, 200 and 600 runs, the working tree's code
-    python benchmarks/orchestration.py --encoders 5         # 5 encoders, the grid widened by seeds instead
+    python benchmarks/orchestration.py --encoders 5         # 5 encoders, the grid widened by fine-tuning seeds instead
+    python benchmarks/orchestration.py --pretrain-seeds 3   # 3 pretraining runs an encoder, its cells on each
     python benchmarks/orchestration.py --runs 50 200 --rev 0b84e09   # the same at a commit (git archive)
 
 A copy of the project (the working tree's files, or `--rev`'s) at the `smoke` profile gets a study of its own: `E`
-encoders (`bert`'s recipe under new names), each one row of Table 5 on `--tasks` tasks x `--seeds` seeds (or, with
-`--encoders E`, as many seeds as make the runs), every
-encoder left out by the profile (`ablations.cells.skip`), so each pretraining run and each cell writes its "not run"
-record and nothing trains: what is left is the orchestration. A run is a pretraining run or a cell (the unit a stage
-was before stages were grouped by encoder); `E` is chosen so the runs are `--runs`. Each stage's command runs under a
-wrapper that logs its process's wall time, so the table gives, per size: DVC's stages, `dvc repro`'s wall time, the
-stage processes' own, DVC's overhead (the difference) per run and per DVC stage, DVC's own CPU time (all CPU time of
-`dvc repro` and its children but the stage processes': what a busy machine does not inflate) per run and per stage,
-and then the no-op `dvc repro` and `dvc status`. "Grid a run" is all a run costs when it trains nothing: the pretrain and finetune stages' processes
-(start-up, a Hydra job a cell) plus DVC's overhead, over the runs. The data stages (download, tokenizer,
-pretrain_data) run for real, once per size, on `BERTLAB_DATA_MIRROR` (default ../shared/data); their processes count
-as processes.
+encoders (`bert`'s recipe under new names), each pretrained at `--pretrain-seeds` seeds and one row of Table 5 on
+`--tasks` tasks x those pretraining runs x `--seeds` fine-tuning seeds (or, with `--encoders E`, as many fine-tuning
+seeds as make the runs), every encoder left out by the profile (`ablations.cells.skip`), so each pretraining run and
+each cell writes its "not run" record and nothing trains: what is left is the orchestration. A run is a pretraining
+run or a cell (the unit a stage was before stages were grouped by encoder); `E` is chosen so the runs are `--runs`.
+Each stage's command runs under a wrapper that logs its process's wall time, so the table gives, per size: DVC's
+stages, `dvc repro`'s wall time, the stage processes' own, DVC's overhead (the difference) per run and per DVC stage,
+DVC's own CPU time (all CPU time of `dvc repro` and its children but the stage processes': what a busy machine does
+not inflate) per run and per stage, and then the no-op `dvc repro` and `dvc status`. "Grid a run" is all a run costs
+when it trains nothing: the pretrain and finetune stages' processes (start-up, a Hydra job a run) plus DVC's overhead,
+over the runs. The data stages (download, tokenizer, pretrain_data) run for real, once per size, on
+`BERTLAB_DATA_MIRROR` (default ../shared/data); their processes count as processes.
 """
 
 from __future__ import annotations
@@ -61,11 +62,13 @@ def copy_project(dest: Path, rev: str | None) -> None:
             shutil.copy2(REPO / f, dest / f)
 
 
-def widen(dest: Path, encoders: int, tasks: list[str], seeds: int) -> None:
-    """`dest`'s study: `encoders` encoders, one Table 5 row each on `tasks` x `seeds`, every one left out."""
+def widen(dest: Path, encoders: int, tasks: list[str], pretrain_seeds: int, seeds: int) -> None:
+    """`dest`'s study: `encoders` encoders at `pretrain_seeds` pretraining seeds, one Table 5 row each on `tasks` x
+    those pretraining runs x `seeds`, every one left out."""
     study = yaml.safe_load((dest / DECLARATION).read_text())
     names = [f"e{i:03d}" for i in range(encoders)]
     study["encoders"] = {n: list(study["encoders"]["bert"]) for n in names}
+    study["pretrain_seeds"] = list(range(1, pretrain_seeds + 1))
     study["seeds"] = list(range(1, seeds + 1))
     for table, spec in study["tables"].items():
         spec["tasks"], spec["rows"] = (tasks, {f"{n}-finetune": {"label": n} for n in names}) if table == "table5" \
@@ -96,13 +99,14 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float,
 
 def measure(runs: int, args: argparse.Namespace, work: Path) -> dict[str, float]:
     """One grid of about `runs` runs: widened by encoders (`args.seeds` seeds a cell), or, with `args.encoders`, by
-    seeds (that many encoders)."""
-    seeds = max(1, round((runs / args.encoders - 1) / len(args.tasks))) if args.encoders else args.seeds
-    per_encoder = 1 + len(args.tasks) * seeds
+    fine-tuning seeds (that many encoders); `args.pretrain_seeds` pretraining runs an encoder either way."""
+    p = args.pretrain_seeds
+    seeds = max(1, round((runs / args.encoders / p - 1) / len(args.tasks))) if args.encoders else args.seeds
+    per_encoder = p * (1 + len(args.tasks) * seeds)
     encoders = args.encoders or max(1, round(runs / per_encoder))
     dest = work / f"grid{runs}"
     copy_project(dest, args.rev)
-    widen(dest, encoders, args.tasks, seeds)
+    widen(dest, encoders, args.tasks, p, seeds)
     times = dest / "stage_times.txt"
     env = {**os.environ, "BERTLAB_DATA_MIRROR": str(args.mirror), "WANDB_MODE": "offline", "BENCH_TIMES": str(times),
            "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(dest / "src")}
@@ -131,8 +135,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, nargs="+", default=[50, 200, 600], help="grid sizes, in runs")
     parser.add_argument("--tasks", nargs="+", default=TASKS, help="Table 5's tasks in the widened study")
+    parser.add_argument("--pretrain-seeds", type=int, default=1, help="pretraining seeds (runs) an encoder")
     parser.add_argument("--seeds", type=int, default=2, help="fine-tuning seeds a cell")
-    parser.add_argument("--encoders", type=int, help="this many encoders, the grid widened by seeds instead")
+    parser.add_argument("--encoders", type=int,
+                        help="this many encoders, the grid widened by fine-tuning seeds instead")
     parser.add_argument("--rev", help="benchmark this commit's code (default: the working tree)")
     parser.add_argument("--mirror", type=Path, default=Path(os.environ.get("BERTLAB_DATA_MIRROR",
                                                                           REPO.parent / "shared" / "data")))
@@ -140,8 +146,9 @@ def main() -> None:
     args = parser.parse_args()
     if not args.mirror.is_dir():
         sys.exit(f"--mirror {args.mirror}: no such folder (the data mirror, ../shared/data on our machines)")
-    widened = f"{args.encoders} encoders, widened by seeds" if args.encoders else \
+    widened = f"{args.encoders} encoders, widened by fine-tuning seeds" if args.encoders else \
         f"widened by encoders, {args.seeds} seeds a cell"
+    widened += f", {args.pretrain_seeds} pretraining run(s) an encoder"
     print(f"code: {args.rev or 'working tree'}; a run: a pretraining run or a cell ({len(args.tasks)} tasks; "
           f"{widened}); overhead = dvc repro's wall time - its stage processes' own")
     print("| runs | DVC stages | dvc repro (s) | processes (s) | overhead a run (s) | overhead a stage (s) | "

@@ -1,11 +1,13 @@
 """A fine-tuning pilot: encoders A and B on one task over seeds, from a composed cell config, in a pilot data
 directory; prints each cell's headline metric beside its floor and A - B with its paired 95% interval.
 
-    python benchmarks/pilot_finetune.py --data /work/pilots/ds --config data/configs/finetune/sst2-bert-finetune-1.yaml \
-        --a bert_x --b scratch_x --seeds 1 2 --csv benchmarks/pilots/margins.csv -- finetune.max_train_examples=null
+    python benchmarks/pilot_finetune.py --data /work/pilots/ds \
+        --config data/configs/finetune/bert/cell/sst2-bert-finetune-1-1.yaml --a bert_x --b scratch_x --seeds 1 2 \
+        --csv benchmarks/pilots/margins.csv -- finetune.max_train_examples=null
 
-`--data` must hold `tokenizer/`, `download/tasks/<task>/` and `pretrain/<encoder>/` for both encoders. A cell whose
-`finetune/<name>/metrics.json` exists is read, not retrained (names: <task>-<encoder>-<tag>-<seed>).
+`--data` must hold `tokenizer/`, `download/tasks/<task>/` and, for both encoders, the pretraining run the config
+reads, `pretrain/<encoder>/<encoder>-<finetune.pretrain_seed>/`. A cell whose `finetune/<encoder>/<name>/metrics.json`
+exists is read, not retrained (names: <task>-<encoder>-<tag>-<seed>).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from bertlab.report.collect import read_items
 
 def run_cell(a: argparse.Namespace, encoder: str, seed: int) -> Path:
     name = f"{a.task}-{encoder}-{a.tag}-{seed}"
-    out = a.data / "finetune" / name
+    out = a.data / "finetune" / encoder / name
     if not (out / "metrics.json").exists():
         cmd = [sys.executable, "-m", "bertlab.finetune", "-cd", str(a.config.parent.resolve()), "-cn", a.config.stem,
                f"name={name}", f"data_dir={a.data}", f"finetune.encoder={encoder}", f"seed={seed}",

@@ -1,16 +1,16 @@
 """Stage `ablations`: the study's tables (the BERT paper's Tables 5, 6 and 7, and ours) beside the paper's numbers with
 floors, and its claims as paired contrasts.
 
-Reads `data/pretrain/*/{metrics.json,metrics.csv,heldout_items.json}`, `data/finetune/*/{metrics.json,items.json}`
-and `data/download/manifest.json`. Writes into `ablations.report_dir` (the pipeline's run: the committed `reports/`;
-unset, as by hand: `<out_dir>/reports`, i.e. `data/hand/reports/`, leaving the committed report as it is):
-`ablations.md`, `ablations_<table>.csv` (each table of the study), `ablations_findings.csv`, `metrics.json` (headline
-counts), `claims.json` (every cell and contrast, the family-wise counts), `evidence/` (every record and per-item score
-it is computed from, and the study: `python -m bertlab.report.recompute` recomputes it from them), `figures/*.png` and
-`pretrain_loss/*.csv` (dvc.yaml's outputs), all built in a scratch directory first and then moved into place file by
-file; no other file in the report directory, its `evidence/`, `figures/` or `pretrain_loss/`, is ever replaced or
-removed. With `logger=wandb`, logs the tables, the findings (each pair's interval and verdict) and the figures to
-one W&B run in group "ablations".
+Reads `data/pretrain/*/*/{metrics.json,metrics.csv,heldout_items.json}` (`<encoder>/<encoder>-<seed>/`),
+`data/finetune/*/*/{metrics.json,items.json}` and `data/download/manifest.json`. Writes into `ablations.report_dir`
+(the pipeline's run: the committed `reports/`; unset, as by hand: `<out_dir>/reports`, i.e. `data/hand/reports/`,
+leaving the committed report as it is): `ablations.md`, `ablations_<table>.csv` (each table of the study),
+`ablations_findings.csv`, `metrics.json` (headline counts), `claims.json` (every cell and contrast, the family-wise
+counts), `evidence/` (every record and per-item score it is computed from, and the study: `python -m
+bertlab.report.recompute` recomputes it from them), `figures/*.png` and `pretrain_loss/*.csv` (dvc.yaml's outputs),
+all built in a scratch directory first and then moved into place file by file; no other file in the report directory,
+its `evidence/`, `figures/` or `pretrain_loss/`, is ever replaced or removed. With `logger=wandb`, logs the tables,
+the findings (each pair's interval and verdict) and the figures to one W&B run in group "ablations".
 """
 
 from __future__ import annotations

@@ -2,11 +2,13 @@
 DVC at the end. Not a stage: it drives them.
 
 1. The stale stages upstream of the training stages (`configs`, the data stages) run here, `dvc repro`.
-2. The plan is printed: a job per stale `pretrain@<encoder>` (its command in dvc.yaml; a twin, the same run under
-   another name, after the other, whose outputs it copies), and a job per fine-tuning cell
-   of each stale `finetune@<encoder>` (`python -m bertlab.finetune -cd data/configs/finetune/<encoder>/cell -cn
-   <cell>`: the stage's multirun, a cell a job), which waits for its encoder's pretraining where that is stale.
-   `dry_run=true` stops here.
+2. The plan is printed: a job per pretraining run (encoder x pretraining seed) of each stale `pretrain@<encoder>`
+   (`python -m bertlab.pretrain -cd data/configs/pretrain/<encoder>/run -cn <encoder>-<seed>`: the stage's multirun, a
+   run a job; a twin, a run of the same settings and seed under another encoder's name, after the other, whose outputs
+   it copies), and a job per fine-tuning cell of each stale `finetune@<encoder>` (`python -m bertlab.finetune -cd
+   data/configs/finetune/<encoder>/cell -cn <cell>`), which waits for the pretraining run it reads
+   (`finetune.pretrain_seed`) where that is stale. A run that trains nothing (one the profile leaves out, `not_run`,
+   or of 0 steps) or copies a twin is a light job, of a cell's size. `dry_run=true` stops here.
 3. The jobs run; each finished stage is recorded with `dvc commit -f <stage>` (only this process runs DVC: the jobs
    never hold its lock); then `dvc repro` runs what is left (the report). A failed job is named with its log, and the
    command stops before the report: run it again, and only what is still stale is submitted.
@@ -35,6 +37,7 @@ from omegaconf import OmegaConf
 from bertlab import runs
 from bertlab.errors import UserError
 from bertlab.jobs import Engine, Job, run_jobs
+from bertlab.study import pretrain_name
 
 TRAINING = ("pretrain", "finetune")  # the stages run as jobs (foreach stages: `<stage>@<encoder>`)
 FOLDER = Path("data/grid")  # the jobs' logs (`logs/`) and submitit's files (`submitit/`)
@@ -117,14 +120,14 @@ def command(stage: Any) -> tuple[str, ...]:
     return (sys.executable, *argv[1:]) if argv[0] == "python" else tuple(argv)
 
 
-def pretraining(encoder: str) -> tuple[str, bool]:
-    """What decides an encoder's pretraining beside its inputs (its run key's settings), and whether it trains at all
-    (`scratch`: 0 steps). A twin, equal in these, copies the other's outputs once they are there
+def pretraining(config: Path) -> tuple[str | None, bool]:
+    """What decides a composed pretraining run beside its inputs (its run key's settings, its seed among them; None
+    for a run the profile leaves out, which writes its own "not run" record), and whether it trains at all (`scratch`:
+    0 steps; not left out). A twin, equal in these, copies the other's outputs once they are there
     (`impl.reuse_twins`): its job waits for the other's."""
-    composed = Path(f"data/configs/pretrain/{encoder}.yaml")
-    if not composed.exists():  # a dry run before `configs` has composed it
-        return encoder, True
-    cfg = OmegaConf.load(composed)
+    cfg = OmegaConf.load(config)
+    if cfg.not_run:
+        return None, False
     settings = runs.values_at(cfg, [*runs.RESULT_KEYS["pretrain"], "pretrain_data.seed"])
     return json.dumps(settings, sort_keys=True, default=str), cfg.pretrain.max_steps > 0
 
@@ -134,23 +137,34 @@ def plan(found: dict[str, Any]) -> Plan:
     names = [n for n in found["stages"] if n in found["stale"] and n.split("@")[0] in TRAINING]
     jobs, stages, trains = [], {}, {}
     for name in [n for n in names if n.startswith("pretrain@")]:
-        settings, trains_at_all = pretraining(name.split("@", 1)[1])
-        first = trains.setdefault(settings, name)
-        light = first != name or not trains_at_all  # a twin's copy, an untrained export: a cell's size
-        jobs.append(Job(name, command(found["stages"][name]), FOLDER / "logs" / f"{name}.log",
-                        () if first == name else (first,), kind="cell" if light else "pretrain"))
-        stages[name] = [name]
-    pretrained = set(stages)
+        folder = Path(f"data/configs/pretrain/{name.split('@', 1)[1]}/run")
+        configs = sorted(folder.glob("*.yaml"))
+        if not configs:  # a dry run before `configs` has composed the runs: the stage's multirun, one job
+            jobs.append(Job(name, command(found["stages"][name]), FOLDER / "logs" / f"{name}.log", kind="pretrain"))
+            stages[name] = [name]
+            continue
+        stages[name] = [f"{name}/{config.stem}" for config in configs]
+        for job, config in zip(stages[name], configs):
+            settings, trains_at_all = pretraining(config)
+            first = trains.setdefault(settings, job) if settings else job
+            light = first != job or not trains_at_all  # a twin's copy, a "not run" record, an untrained export
+            jobs.append(Job(job, (sys.executable, "-m", "bertlab.pretrain", "-cd", str(folder), "-cn", config.stem),
+                            FOLDER / "logs" / name / f"{config.stem}.log", () if first == job else (first,),
+                            kind="cell" if light else "pretrain"))
+    planned = {j.name for j in jobs}
     for encoder in dict.fromkeys(n.split("@", 1)[1] for n in names):
-        name = f"finetune@{encoder}"
-        if name not in found["stages"] or (name not in names and f"pretrain@{encoder}" not in pretrained):
+        name, pretraining_stage = f"finetune@{encoder}", f"pretrain@{encoder}"
+        if name not in found["stages"] or (name not in names and pretraining_stage not in stages):
             continue  # a stale encoder's pretraining: its cells run after it (a finished one does nothing)
-        cells = sorted(p.stem for p in Path(f"data/configs/finetune/{encoder}/cell").glob("*.yaml"))
-        after = (f"pretrain@{encoder}",) if f"pretrain@{encoder}" in pretrained else ()
+        folder = Path(f"data/configs/finetune/{encoder}")
+        cells = sorted(p.stem for p in (folder / "cell").glob("*.yaml"))
         stages[name] = [f"{name}/{cell}" for cell in cells]
-        jobs += [Job(f"{name}/{cell}", (sys.executable, "-m", "bertlab.finetune", "-cd",
-                                        f"data/configs/finetune/{encoder}/cell", "-cn", cell),
-                     FOLDER / "logs" / name / f"{cell}.log", after, kind="cell") for cell in cells]
+        for job, cell in zip(stages[name], cells):
+            key = yaml.safe_load((folder / "keys" / f"{cell}.yaml").read_text())
+            run = f"{pretraining_stage}/{pretrain_name(encoder, key['finetune'].get('pretrain_seed'))}"
+            after = next(((j,) for j in (run, pretraining_stage) if j in planned), ())  # its run, else its whole stage
+            jobs.append(Job(job, (sys.executable, "-m", "bertlab.finetune", "-cd", str(folder / "cell"), "-cn", cell),
+                            FOLDER / "logs" / name / f"{cell}.log", after, kind="cell"))
     return Plan(upstream_of_training(found), jobs, stages)
 
 
@@ -171,9 +185,9 @@ def describe(p: Plan, s: dict[str, Any]) -> str:
     first = f"dvc repro {' '.join(p.upstream)}" if p.upstream else "nothing (the inputs are current)"
     lines = [f"grid plan on {where}:", f"  here first: {first}",
              f"  {len(pretrain)} pretraining job(s) of {size[0]}: {', '.join(j.name for j in pretrain) or '-'}",
-             *([f"  {len(light)} pretraining job(s) of {size[1]}, training nothing (0 steps) or copying a twin "
-                "after it: " + ", ".join(j.name + (f" after {j.after[0]}" if j.after else "") for j in light)]
-               if light else []),
+             *([f"  {len(light)} pretraining job(s) of {size[1]}, training nothing (left out by the profile, or 0 "
+                "steps) or copying a twin after it: "
+                + ", ".join(j.name + (f" after {j.after[0]}" if j.after else "") for j in light)] if light else []),
              f"  {len(cells)} fine-tuning cell job(s) of {size[1]}: "
              + (", ".join(f"{e} {n}" for e, n in per_encoder.items()) or "-"),
              f"  then: dvc commit -f each of the {len(p.stages)} stage(s) as its jobs finish, and dvc repro"]

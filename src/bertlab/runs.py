@@ -93,7 +93,7 @@ def cell_key(cfg: DictConfig, encoder: Path, reads: Sequence[str]) -> str | None
     for name, digest in found.items():
         if digest is None or (name in recorded and recorded[name] != digest):
             raise UserError(f"{altered(encoder / name, digest)}: rerun its pretraining (`dvc repro pretrain`, or "
-                            f"`python -m bertlab.pretrain name={encoder.name}`)")
+                            f"`python -m bertlab.pretrain name={ft.encoder} seed={ft.pretrain_seed}`)")
     settings = values_at(cfg, RESULT_KEYS["finetune"])
     settings["finetune"] = {k: v for k, v in settings["finetune"].items() if k not in ("encoder", "pretrain_seed")}
     settings["finetune"]["features"] = feature_signature(ft.features, num_layers) if ft.mode != "finetune" else None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bertlab.runs import pretrain_dir
 from tests.helpers import REPO, TINY, document, stage, write_split
 
 # (case id, stage, overrides, what the one line must name)
@@ -189,7 +190,7 @@ def test_a_bad_run_name_is_refused_as_a_real_command_and_deletes_nothing(data: P
         done = stage("finetune", data, f"name={name}", "finetune.encoder=bert", mirror=mirror)
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr[-2000:]
         assert f"name={name!r}" in done.stderr
-    assert snapshot(data) == before and (data / "pretrain/bert/model.pt").exists()
+    assert snapshot(data) == before and (pretrain_dir(data, "bert", 1) / "model.pt").exists()
 
 
 def configs_with(tmp_path: Path, edit: Callable[[dict], None]) -> subprocess.CompletedProcess:
@@ -210,9 +211,9 @@ def configs_with(tmp_path: Path, edit: Callable[[dict], None]) -> subprocess.Com
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda s: s["encoders"]["bert"].append("pretrain.lr=abc"),
-     "pretrain run 'bert': pretrain.lr='abc': expected a number"),
+     "pretrain run 'bert-1': pretrain.lr='abc': expected a number"),
     (lambda s: s["encoders"]["bert"].append("+pretrain.lrr=0.5"),
-     "pretrain run 'bert': +pretrain.lrr=0.5: there is no setting pretrain.lrr"),
+     "pretrain run 'bert-1': +pretrain.lrr=0.5: there is no setting pretrain.lrr"),
     (lambda s: s["tables"]["table5"]["rows"].update({"bert-bilstmx": {}}),
      "ablations.tables.table5.rows: 'bert-bilstmx' is not <encoder>-<mode> of ablations.modes"),
 ])
@@ -338,7 +339,7 @@ def test_a_bad_encoder_file_is_named(case: str, names: str, recorded: bool, data
     load; an encoder whose record has no digests (an older bertlab's) as they load."""
     bad = tmp_path / "data"
     shutil.copytree(data, bad)
-    encoder = bad / "pretrain/bert"
+    encoder = pretrain_dir(bad, "bert", 1)
     model, config = encoder / "model.pt", encoder / "config.json"
     if not recorded:
         record = json.loads((encoder / "metrics.json").read_text())
@@ -375,13 +376,13 @@ def test_a_finished_cell_on_damaged_weights_stops_in_one_line_naming_them(case: 
     held its encoder's run key and config, never its weights. The weights put back, it is finished again."""
     bad = tmp_path / "data"
     shutil.copytree(finished, bad)
-    model = bad / "pretrain/bert/model.pt"
+    model = pretrain_dir(bad, "bert", 1) / "model.pt"
     weights = model.read_bytes()
     damage_weights(model, case)
     said = f"{model} is missing" if case == "model-deleted" else f"{model} is not the file its run wrote"
     line = expect_one_line_error(lambda: run_in_process("finetune", bad, ["finetune.encoder=bert"], mirror), bad,
                                  said)
-    assert "nothing to do" not in line and "python -m bertlab.pretrain name=bert" in line
+    assert "nothing to do" not in line and "python -m bertlab.pretrain name=bert seed=1" in line
     model.write_bytes(weights)
     again = stage("finetune", bad, "finetune.encoder=bert", mirror=mirror)
     assert again.returncode == 0 and "nothing to do" in again.stdout, again.stderr[-3000:]

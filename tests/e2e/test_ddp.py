@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bertlab.runs import pretrain_dir
 from tests.helpers import (
     ENV, KILL_AT_STEP, PINNED, RUN, TINY, cell_dir, checkpoint, finetune_config, free_port, pretrain_patched, stage,
     validated_steps,
@@ -36,8 +37,9 @@ def outputs(root: Path, name: str) -> list[Path]:
 def pretrain(data: Path, name: str, *args: str) -> dict:
     done = stage("pretrain", data, f"name={name}", *args)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert outputs(data / "pretrain", name) == [data / "pretrain" / name]  # once, no scratch left behind
-    return json.loads((data / "pretrain" / name / "metrics.json").read_text())
+    run = pretrain_dir(data, name, 1)
+    assert outputs(data / "pretrain", name) == [run.parent, run]  # once (the encoder's folder, its run's), no scratch
+    return json.loads((run / "metrics.json").read_text())
 
 
 @pytest.mark.parametrize("objective", [
@@ -79,7 +81,7 @@ def test_a_run_killed_on_one_process_resumes_on_two(prepared: Path, tmp_path: Pa
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"resuming from {last}" in done.stdout + done.stderr
     whole = pretrain(prepared, "moved_whole", *RUN, "impl.reuse_twins=false")
-    moved = json.loads((prepared / "pretrain" / "moved" / "metrics.json").read_text())
+    moved = json.loads((pretrain_dir(prepared, "moved", 1) / "metrics.json").read_text())
     assert moved["steps"] == whole["steps"] == 12 and moved["global_batch"] == 8
     assert validated_steps(prepared, "moved") == validated_steps(prepared, "moved_whole")
     assert abs(moved["heldout_ppl"] / whole["heldout_ppl"] - 1) < PPL_TOLERANCE
@@ -99,10 +101,11 @@ def test_two_torchrun_nodes_train_one_run(prepared: Path) -> None:
     for node, (out, err) in zip(nodes, done):
         assert node.returncode == 0, err[-3000:]
         assert "pretrain.batch_size=8: 4 x 1 device(s) x 2 node(s) x 1 accumulation step(s)" in out + err
-    assert outputs(prepared / "pretrain", "nodes") == [prepared / "pretrain" / "nodes"]
-    result = json.loads((prepared / "pretrain" / "nodes" / "metrics.json").read_text())
+    run = pretrain_dir(prepared, "nodes", 1)
+    assert outputs(prepared / "pretrain", "nodes") == [run.parent, run]
+    result = json.loads((run / "metrics.json").read_text())
     assert result["steps"] == 4 and result["global_batch"] == 8 and 1 < result["heldout_ppl"] < 1000
-    assert sorted(p.name for p in (prepared / "timing" / "pretrain").glob("nodes*")) == ["nodes.json"]
+    assert sorted(p.name for p in (prepared / "timing" / "pretrain").glob("nodes*")) == ["nodes-1.json"]
 
 
 # -- fine-tuning ------------------------------------------------------------------------------------------------

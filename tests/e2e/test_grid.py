@@ -18,6 +18,7 @@ import torch
 import yaml
 
 from bertlab.jobs import Engine, Job, run_jobs
+from bertlab.runs import pretrain_dir
 from tests import slurm
 from tests.helpers import TINY, copy_project, readme_section
 
@@ -27,11 +28,13 @@ TIMINGS = {"train_seconds", "eval_seconds", "throughput", "trained_as"}  # a twi
 
 def smoke_slice(dest: Path) -> Path:
     """The project's files in a fresh git repo at the smoke profile: `bert`, `scratch` and `L12_H768_A12` (at smoke
-    `bert`'s twin), each with an MRPC cell (Tables 5, 6), one seed; one torch thread a run (a speed setting: the
-    sums' order, so the last bits, follow it)."""
+    `bert`'s twin), each at two pretraining seeds (the profile runs the first: the second's run and cells write "not
+    run" records) with an MRPC cell (Tables 5, 6) on each, one fine-tuning seed; one torch thread a run (a speed
+    setting: the sums' order, so the last bits, follow it)."""
     copy_project(dest)
     study = yaml.safe_load((dest / DECLARATION).read_text())
     study["encoders"] = {k: study["encoders"][k] for k in ("bert", "scratch", "L12_H768_A12")}
+    study["pretrain_seeds"] = [1, 2]
     study["seeds"] = [1]
     for table, spec in study["tables"].items():
         rows = {"table5": ["bert-finetune", "scratch-finetune"], "table6": ["L12_H768_A12-finetune"]}.get(table, [])
@@ -87,12 +90,17 @@ def check_like_sequential(repo: Path, sequential: Path, output: str, shared_data
     plan = output.index("grid plan on")
     assert plan < output.index("submitted ")
     shown = output[plan:output.index("submitted ")]
-    assert re.search(r"\n  1 pretraining job\(s\) of [^:]*: pretrain@bert\n", shown), shown  # scratch trains nothing
-    assert re.search(r"\n  2 pretraining job\(s\) of [^:]*copying a twin after it: pretrain@scratch, "
-                     r"pretrain@L12_H768_A12 after pretrain@bert\n", shown), shown
-    assert re.search(r"\n  3 fine-tuning cell job\(s\) of [^:]*: bert 1, scratch 1, L12_H768_A12 1\n", shown), shown
-    twin = json.loads((repo / "data/pretrain/L12_H768_A12/metrics.json").read_text())
-    assert twin["trained_as"] == "bert"  # a twin's job waits for the other's, and copies it
+    # a job a pretraining run: one trains; scratch's trains nothing, seed 2's are left out, and the twin copies bert-1
+    assert re.search(r"\n  1 pretraining job\(s\) of [^:]*: pretrain@bert/bert-1\n", shown), shown
+    assert re.search(r"\n  5 pretraining job\(s\) of [^:]*copying a twin after it: pretrain@bert/bert-2, "
+                     r"pretrain@scratch/scratch-1, pretrain@scratch/scratch-2, pretrain@L12_H768_A12/L12_H768_A12-1 "
+                     r"after pretrain@bert/bert-1, pretrain@L12_H768_A12/L12_H768_A12-2\n", shown), shown
+    assert re.search(r"\n  6 fine-tuning cell job\(s\) of [^:]*: bert 2, scratch 2, L12_H768_A12 2\n", shown), shown
+    twin = json.loads((repo / "data/pretrain/L12_H768_A12/L12_H768_A12-1/metrics.json").read_text())
+    assert twin["trained_as"] == "bert-1"  # a twin's job waits for the other's, and copies it
+    left_out = json.loads((repo / "data/pretrain/bert/bert-2/metrics.json").read_text())
+    reason = "pretraining seed 2: bert runs the first 1 of ablations.pretrain_seeds (ablations.cells.pretrain_seeds)"
+    assert (left_out["status"], left_out["reason"]) == ("not run", f"not run at smoke: {reason}")
     ran, want = results(repo), results(sequential)
     assert sorted(ran) == sorted(want) and len(want) > 20
     assert [k for k in want if ran[k] != want[k]] == []
@@ -116,7 +124,7 @@ def test_two_local_workers_give_the_sequential_outputs(sequential: Path, tmp_pat
     repo = smoke_slice(tmp_path)
     output = run(["bash", "-c", local], repo, shared_data)
     check_like_sequential(repo, sequential, output, shared_data)
-    assert (repo / "data/grid/logs/pretrain@bert.log").read_text().count("held-out perplexity") == 1
+    assert (repo / "data/grid/logs/pretrain@bert/bert-1.log").read_text().count("held-out perplexity") == 1
     again = run(["bash", "-c", local], repo, shared_data)
     assert "0 pretraining job(s)" in again and "0 fine-tuning cell job(s)" in again and "submitted" not in again
     planned = run(["bash", "-c", dry_run], repo, shared_data)
@@ -188,6 +196,7 @@ def test_a_requeued_pretraining_job_resumes_to_the_uninterrupted_weights(cluster
     text = log_file.read_text()
     assert failures == [] and requeued, text[-3000:]
     assert "resuming from" in text, text[-3000:]
-    weights = [torch.load(d / "pretrain" / "requeued" / "model.pt", weights_only=True) for d in (out, tmp_path / "whole")]
+    weights = [torch.load(pretrain_dir(d, "requeued", 1) / "model.pt", weights_only=True)
+               for d in (out, tmp_path / "whole")]
     assert weights[0].keys() == weights[1].keys()
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])

@@ -36,9 +36,11 @@ def run(shared_data: Path) -> Run:
 def repo(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
     """The project's files (as git sees them, committed or not) in a fresh git repo, set to the smoke profile."""
     dest = copy_project(tmp_path_factory.mktemp("e2e") / "bertlab")
-    # A slice of every table (each keeps cells), one seed, so the whole study runs in a few minutes.
+    # A slice of every table (each keeps cells), two pretraining seeds (the profile runs the first) and one
+    # fine-tuning seed, so the whole study runs in a few minutes.
     study = yaml.safe_load((dest / DECLARATION).read_text())
     study["encoders"] = {k: study["encoders"][k] for k in ("bert", "ltr", "scratch", "L3_H768_A12", "L12_H768_A12")}
+    study["pretrain_seeds"] = [1, 2]
     study["seeds"] = [1]
     for table, tasks, rows in (("table5", ["mrpc", "squad"], ["bert-finetune", "scratch-finetune", "ltr-bilstm"]),
                                ("table6", ["mnli", "mrpc", "sst2"], ["L3_H768_A12-finetune", "L12_H768_A12-finetune"]),
@@ -75,10 +77,12 @@ def test_dvc_repro_runs_the_pipeline_and_writes_the_report(repo: Path, run: Run)
         run_ = json.loads(f.read_text())
         assert "test" not in run_["metrics"], f"{f} scores a test split"
         assert run_["status"] != "ok" or (f.parent / "items.json").exists()
-    assert list((repo / "data/pretrain").glob("*/heldout_items.json"))
+    assert list((repo / "data/pretrain").glob("*/*/heldout_items.json"))
+    left_out = json.loads((repo / "data/pretrain/bert/bert-2/metrics.json").read_text())  # smoke runs 1 seed
+    assert (left_out["status"], left_out["encoder"], left_out["seed"]) == ("not run", "bert", 2)
     # smoke gives Table 6 bert's budget: its 12/768/12 row and that row's MRPC cell are copies, not second trainings
-    for kind, a, b in (("pretrain", "bert", "L12_H768_A12"),
-                       ("finetune", "bert/mrpc-bert-finetune-1", "L12_H768_A12/mrpc-L12_H768_A12-finetune-1")):
+    for kind, a, b in (("pretrain", "bert/bert-1", "L12_H768_A12/L12_H768_A12-1"),
+                       ("finetune", "bert/mrpc-bert-finetune-1-1", "L12_H768_A12/mrpc-L12_H768_A12-finetune-1-1")):
         records = [json.loads((repo / "data" / kind / name / "metrics.json").read_text()) for name in (a, b)]
         names = [Path(a).name, Path(b).name]
         assert sorted(r.get("trained_as", "") for r in records) in (["", names[0]], ["", names[1]]), records
@@ -102,13 +106,13 @@ def test_a_conf_edit_reruns_exactly_the_dependent_stages(repo: Path, run: Run) -
     conf = repo / "conf/objective/ltr.yaml"  # read by pretrain@ltr only; its encoder feeds the `ltr-*` rows' cells
     conf.write_text(conf.read_text().replace("whole_word_masking: false", "whole_word_masking: true"))
     study = yaml.safe_load((repo / DECLARATION).read_text())
-    on_ltr = {f"{task}-{row}-1" for spec in study["tables"].values() for row in spec["rows"] if row.startswith("ltr-")
-              for task in spec["tasks"]}
+    on_ltr = {f"{task}-{row}-1-1" for spec in study["tables"].values() for row in spec["rows"]
+              if row.startswith("ltr-") for task in spec["tasks"]}  # on its first pretraining run (smoke runs one)
     before = pipeline_files(repo)
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
     # a cell depends on its own encoder alone: `ltr`'s stages rerun, and its cells train, nothing else
     assert ran == {"configs", "pretrain@ltr", "finetune@ltr", "ablations"}
-    assert on_ltr == {"mrpc-ltr-bilstm-1", "squad-ltr-bilstm-1"}
+    assert on_ltr == {"mrpc-ltr-bilstm-1-1", "squad-ltr-bilstm-1-1"}
     assert trained(before, pipeline_files(repo)) == on_ltr
     speed = repo / "conf/impl/cpu.yaml"
     speed.write_text(speed.read_text().replace("num_workers: 0", "num_workers: 1"))
@@ -149,10 +153,10 @@ def test_a_tasks_seed_count_runs_its_new_seeds_only(repo: Path, run: Run) -> Non
     ran = stages_run(run(["dvc", "repro"], repo).stdout)
     encoders = {row.split("-")[0] for spec in study["tables"].values() if spec["tasks"] for row in spec["rows"]}
     assert ran == {"configs", "ablations", *(f"finetune@{e}" for e in encoders)}
-    two = {f"{task}-{row}-2" for spec in study["tables"].values() for task in spec["tasks"] for row in spec["rows"]
-           if task in ("squad", "sst2", "conll2003")}
+    two = {f"{task}-{row}-1-2" for spec in study["tables"].values() for task in spec["tasks"] for row in spec["rows"]
+           if task in ("squad", "sst2", "conll2003")}  # on the first pretraining run: the second is left out
     assert trained(before, pipeline_files(repo)) == two
-    left_out = json.loads((repo / "data/finetune/bert/mrpc-bert-finetune-2/metrics.json").read_text())
+    left_out = json.loads((repo / "data/finetune/bert/mrpc-bert-finetune-1-2/metrics.json").read_text())
     assert (left_out["status"], left_out["reason"]) == (
         "not run", "not run at smoke: seed 2: mrpc runs the first 1 of ablations.seeds (ablations.cells.seeds)")
     assert "(2 seeds)" in (repo / "reports/ablations.md").read_text()
@@ -170,12 +174,14 @@ def test_a_profile_leaves_an_encoder_out_with_the_reason_the_report_prints(repo:
     stages = ["configs", "pretrain@L3_H768_A12", "finetune@L3_H768_A12", "ablations"]
     assert stages_run(run(["dvc", "repro", "--single-item", *stages], repo).stdout) == set(stages)
     assert not trained(before, pipeline_files(repo))
-    record = json.loads((repo / "data/pretrain/L3_H768_A12/metrics.json").read_text())
-    assert record == {"name": "L3_H768_A12", "status": "not run",
-                      "reason": "not run at smoke: L3_H768_A12: too small to tell here"}
-    for task in study["tables"]["table6"]["tasks"]:
-        cell = json.loads((repo / f"data/finetune/L3_H768_A12/{task}-L3_H768_A12-finetune-1/metrics.json").read_text())
-        assert (cell["status"], cell["reason"]) == ("not run", record["reason"])
+    for seed in study["pretrain_seeds"]:  # each run, and the cells on it
+        record = json.loads((repo / f"data/pretrain/L3_H768_A12/L3_H768_A12-{seed}/metrics.json").read_text())
+        assert record == {"name": f"L3_H768_A12-{seed}", "encoder": "L3_H768_A12", "seed": seed, "status": "not run",
+                          "reason": "not run at smoke: L3_H768_A12: too small to tell here"}
+        for task in study["tables"]["table6"]["tasks"]:
+            cell = json.loads((repo / f"data/finetune/L3_H768_A12/{task}-L3_H768_A12-finetune-{seed}-1/metrics.json")
+                              .read_text())
+            assert (cell["status"], cell["reason"]) == ("not run", record["reason"])
     assert "\nNot run at smoke: L3_H768_A12: too small to tell here.\n" in (repo / "reports/ablations.md").read_text()
     profile.write_text(profile.read_text().replace(skip, ""))
 
@@ -228,7 +234,7 @@ def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) ->
     done = run(["bash", "-c", sweep], repo)
     assert "profile=smoke (params.yaml's" in done.stderr
     for name in ("sweep_L3_H768_A12", "sweep_L6_H768_A12"):
-        assert json.loads((repo / f"data/hand/pretrain/{name}/metrics.json").read_text())["steps"] == 20
+        assert json.loads((repo / f"data/hand/pretrain/{name}/{name}-1/metrics.json").read_text())["steps"] == 20
     run(["bash", "-c", finetune], repo)
     assert json.loads((repo / "data/hand/finetune/sweep_L3_H768_A12/sst2-sweep_L3/metrics.json").read_text())[
         "status"] == "ok"
@@ -279,13 +285,13 @@ def test_the_readmes_hand_run_and_cluster_commands_run_as_written(repo: Path, ru
     pipeline = pipeline_files(repo)
     run(["bash", "-c", hand], repo)
     name = re.search(r"name=(\S+)", hand).group(1)
-    record = json.loads((repo / "data/hand/pretrain" / name / "metrics.json").read_text())
+    record = json.loads((repo / "data/hand/pretrain" / name / f"{name}-1" / "metrics.json").read_text())
     assert record["objective"] == "mlm" and record["steps"] > 0
     assert pipeline == pipeline_files(repo)
 
     scaling_out = readme_section("Scaling out")
-    one_node = re.search(r"`(python -m bertlab\.pretrain -cd data/configs/pretrain -cn bert impl\.devices=\d+)`",
-                         scaling_out).group(1)
+    one_node = re.search(r"`(python -m bertlab\.pretrain -cd data/configs/pretrain/bert/run -cn bert-1 "
+                         r"impl\.devices=\d+)`", scaling_out).group(1)
     done = run(["bash", "-c", one_node], repo)
     assert "nothing to do" in done.stdout + done.stderr
     srun = next(line.strip() for line in readme_block("Scaling out", 0) if line.strip().startswith("srun "))
@@ -293,13 +299,13 @@ def test_the_readmes_hand_run_and_cluster_commands_run_as_written(repo: Path, ru
                                                                     arg)) for arg in shlex.split(srun)[1:]]
     assert cmd[:2] == ["python", "-m"] and "impl.devices=2" in cmd
     for name in ("bert", "L12_H768_A12"):  # stale, and its twin (at smoke, Table 6's row) gone: the job retrains it
-        shutil.rmtree(repo / "data/pretrain" / name)
+        shutil.rmtree(repo / "data/pretrain" / name / f"{name}-1")
     port = free_port()
     tasks = [slurm_task(repo, rank, 2, port, cmd, shared_data) for rank in (0, 1)]
     for task, (out, err) in zip(tasks, [t.communicate(timeout=900) for t in tasks]):
         assert task.returncode == 0, err[-3000:]
         assert "2 device(s) x 1 node(s)" in out + err
-    assert json.loads((repo / "data/pretrain/bert/metrics.json").read_text())["global_batch"] > 0
+    assert json.loads((repo / "data/pretrain/bert/bert-1/metrics.json").read_text())["global_batch"] > 0
     assert "pretrain@bert" in run(["dvc", "status", "pretrain@bert"], repo).stdout
     run(["dvc", "commit", "-f", "pretrain@bert"], repo)
     assert "pretrain@bert" not in run(["dvc", "status", "pretrain@bert"], repo).stdout

@@ -20,16 +20,19 @@ import pytest
 import torch
 
 from bertlab.modeling.export import load_plain
+from bertlab.runs import pretrain_dir
+from bertlab.study import pretrain_encoder
 from bertlab.training.callbacks import RunRecord
 from tests.helpers import KILL_AT_STEP, PINNED, RUN, TINY, checkpoint, pretrain_patched, stage, validated_steps
 
 def metrics(data: Path, name: str) -> dict:
-    return json.loads((data / "pretrain" / name / "metrics.json").read_text())
+    """The record of run `name` (by hand: at seed 1)."""
+    return json.loads((pretrain_dir(data, name, 1) / "metrics.json").read_text())
 
 
 def curve(data: Path, name: str) -> list[tuple]:
     """The logged rows of metrics.csv (no timings: those are metrics.json's `throughput`)."""
-    with (data / "pretrain" / name / "metrics.csv").open(newline="") as f:
+    with (pretrain_dir(data, name, 1) / "metrics.csv").open(newline="") as f:
         return [tuple(sorted(row.items())) for row in csv.DictReader(f)]
 
 
@@ -45,7 +48,7 @@ def whole(prepared: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_pretrain_exports_model_and_held_out_perplexity(prepared: Path) -> None:
     done = stage("pretrain", prepared, "name=bert", "pretrain.dropout=0.0")
     assert done.returncode == 0, done.stderr[-3000:]
-    out = prepared / "pretrain/bert"
+    out = pretrain_dir(prepared, "bert", 1)
     result = json.loads((out / "metrics.json").read_text())
     assert result["steps"] == 4 and result["shape"]["num_layers"] == 1
     assert 1 < result["heldout_ppl"] < 1000
@@ -69,7 +72,7 @@ def test_heldout_items_recompute_the_perplexity_and_its_unigram_floor(
     done = stage("pretrain", prepared, f"name={name}", f"objective={objective}", "pretrain.max_steps=2")
     assert done.returncode == 0, done.stderr[-3000:]
     result = metrics(prepared, name)
-    items = json.loads((prepared / "pretrain" / name / "heldout_items.json").read_text())
+    items = json.loads((pretrain_dir(prepared, name, 1) / "heldout_items.json").read_text())
     fmt = "nsp" if objective == "mlm_nsp" else "packed"
     heldout = np.load(prepared / f"pretrain_data/heldout_{fmt}/input_ids.npy")
     assert items["format"] == fmt and items["kind"] == result["heldout_kind"] and items["n"] == len(heldout)
@@ -98,7 +101,7 @@ def test_an_objective_variant_is_its_properties_under_its_own_name(prepared: Pat
     result = metrics(prepared, "variant")
     assert (result["objective"], result["nsp"], result["causal"], result["heldout_kind"]) == (
         "mlm_mask_only", False, False, "masked-token")
-    assert "A bertlab encoder: `mlm_mask_only`" in (prepared / "pretrain/variant/hf/README.md").read_text()
+    assert "A bertlab encoder: `mlm_mask_only`" in (pretrain_dir(prepared, "variant", 1) / "hf/README.md").read_text()
     stats = json.loads((prepared / "pretrain_data/stats.json").read_text())
     assert result["heldout_unigram_ppl"] == pytest.approx(stats["heldout_unigram_ppl"]["packed"], rel=1e-12)
 
@@ -106,7 +109,7 @@ def test_an_objective_variant_is_its_properties_under_its_own_name(prepared: Pat
 def test_heldout_positions_are_masked_at_15_percent_whatever_rate_trains(prepared: Path) -> None:
     done = stage("pretrain", prepared, "name=rate40", "objective.mlm_probability=0.4", "pretrain.max_steps=2")
     assert done.returncode == 0, done.stderr[-3000:]
-    items = json.loads((prepared / "pretrain/rate40/heldout_items.json").read_text())
+    items = json.loads((pretrain_dir(prepared, "rate40", 1) / "heldout_items.json").read_text())
     floor = items["floor"]
     heldout = np.load(prepared / "pretrain_data/heldout_nsp/input_ids.npy")
     assert 0.1 < sum(floor["count"]) / int((heldout >= 5).sum()) < 0.2   # not ~40%
@@ -143,10 +146,10 @@ def test_sigkill_then_rerun_equals_the_uninterrupted_run(prepared: Path, whole: 
     assert 0 < state["callbacks"]["Throughput"]["tokens"] < resumed["throughput"]["tokens"] < whole["throughput"][
         "tokens"]
     assert curve(prepared, "killed") == curve(prepared, "whole")  # every step logged once, the same numbers
-    steps = [int(r["step"]) for r in csv.DictReader((prepared / "pretrain/killed/metrics.csv").open())
+    steps = [int(r["step"]) for r in csv.DictReader((pretrain_dir(prepared, "killed", 1) / "metrics.csv").open())
              if r["train/loss"]]
     assert steps == [9]  # log_every_n_steps=10 over 12 steps: one training row, not lost to the kill
-    items = [json.loads((prepared / f"pretrain/{n}/heldout_items.json").read_text()) for n in ("killed", "whole")]
+    items = [json.loads((pretrain_dir(prepared, n, 1) / "heldout_items.json").read_text()) for n in ("killed", "whole")]
     np.testing.assert_allclose(items[0]["model"]["loss_sum"], items[1]["model"]["loss_sum"], rtol=1e-6)
 
 
@@ -205,7 +208,7 @@ def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "#0 : " in done.stdout + done.stderr and "#1 : " in done.stdout + done.stderr
     for layers in (1, 2):  # each job exports under its own name
-        assert load_plain(prepared / f"pretrain/sweep_L{layers}")[1].num_layers == layers
+        assert load_plain(pretrain_dir(prepared, f"sweep_L{layers}", 1))[1].num_layers == layers
 
 
 def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
@@ -219,7 +222,7 @@ def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Using bfloat16 Automatic Mixed Precision" in done.stderr
-    assert json.loads((prepared / "pretrain/gpu/metrics.json").read_text())["steps"] == 2
+    assert metrics(prepared, "gpu")["steps"] == 2
 
 
 def test_a_run_identical_to_a_finished_one_copies_it(prepared: Path, whole: dict, tmp_path: Path) -> None:
@@ -227,12 +230,13 @@ def test_a_run_identical_to_a_finished_one_copies_it(prepared: Path, whole: dict
     done = pretrain_patched(prepared, tmp_path, "name=twin", "impl.reuse_twins=true")
     assert done.returncode == 0, done.stderr[-3000:]
     twin = metrics(prepared, "twin")
-    source = metrics(prepared, twin["trained_as"])  # "whole", or another finished run of these settings
-    assert twin["name"] == "twin" and source["run_key"] == whole["run_key"] == twin["run_key"]
-    assert {k: v for k, v in twin.items() if k not in ("name", "trained_as")} == {
-        k: v for k, v in source.items() if k != "name"}
-    model = (prepared / "pretrain" / twin["trained_as"] / "model.pt").read_bytes()
-    assert (prepared / "pretrain/twin/model.pt").read_bytes() == model
+    trained = prepared / "pretrain" / pretrain_encoder(twin["trained_as"]) / twin["trained_as"]  # "whole-1", or
+    source = json.loads((trained / "metrics.json").read_text())  # another finished run of these settings
+    assert (twin["name"], twin["encoder"], twin["seed"]) == ("twin-1", "twin", 1)
+    assert source["run_key"] == whole["run_key"] == twin["run_key"]
+    assert {k: v for k, v in twin.items() if k not in ("name", "encoder", "trained_as")} == {
+        k: v for k, v in source.items() if k not in ("name", "encoder")}
+    assert (pretrain_dir(prepared, "twin", 1) / "model.pt").read_bytes() == (trained / "model.pt").read_bytes()
     assert not list((prepared / "checkpoints" / "pretrain").glob("twin-*"))  # nothing trained, nothing resumed
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from bertlab.data.instances import load_instances
+from bertlab.runs import pretrain_dir
 from tests.helpers import stage
 
 
@@ -44,5 +45,5 @@ def test_reference_instances_train_on_their_static_masks_and_the_floor_scores_th
         "error: objective.mlm_probability=0.2, whole_word_masking=False: the instances carry static masks")
     done = stage("pretrain", tmp_path, "name=r", "pretrain.max_steps=2")
     assert done.returncode == 0, done.stderr[-3000:]
-    items = json.loads((tmp_path / "pretrain/r/heldout_items.json").read_text())
+    items = json.loads((pretrain_dir(tmp_path, "r", 1) / "heldout_items.json").read_text())
     assert items["model"]["count"] == items["floor"]["count"] == heldout.mlm_mask.sum(1).tolist()  # the static masks

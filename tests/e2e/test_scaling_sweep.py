@@ -18,8 +18,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from bertlab.report.scaling import FIELDS
+from bertlab.report.sweep import PRETRAIN_SEED
 from bertlab.stage import CONF_DIR
-from bertlab.runs import file_digest
+from bertlab.runs import file_digest, pretrain_dir
 from tests.helpers import stage
 
 with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -84,8 +85,9 @@ def test_the_report_has_a_figure_per_claim_and_a_table(sweep: tuple[Path, Path, 
 
 
 def run_records(work: Path) -> dict[Path, int]:
-    """Every run's metrics.json (an encoder's `pretrain/<run>/`, a cell's `finetune/<encoder>/<cell>/`): its mtime."""
-    return {p: p.stat().st_mtime_ns for p in [*work.glob("pretrain/*/metrics.json"),
+    """Every run's metrics.json (an encoder's `pretrain/<encoder>/<encoder>-<seed>/`, a cell's
+    `finetune/<encoder>/<cell>/`): its mtime."""
+    return {p: p.stat().st_mtime_ns for p in [*work.glob("pretrain/*/*/metrics.json"),
                                                *work.glob("finetune/*/*/metrics.json")]}
 
 
@@ -160,32 +162,33 @@ def test_an_encoder_whose_weights_are_not_its_own_trains_again(damaged: dict[str
     copy = tmp_path / "data"
     shutil.copytree(prepared, copy, symlinks=True)  # the sweep's links to the inputs are relative: kept in the copy
     work = copy / "scaling"
-    weights = {name: (work / "pretrain" / name / "model.pt").read_bytes() for name in damaged}
+    models = {name: pretrain_dir(work, name, PRETRAIN_SEED) / "model.pt" for name in damaged}
+    weights = {name: model.read_bytes() for name, model in models.items()}
     cells = {name: work / "finetune" / name / f"sst2-{name}-finetune-64-1" / "metrics.json" for name in damaged}
     written = {name: metrics.stat().st_mtime_ns for name, metrics in cells.items()}
     for name, how in damaged.items():
-        DAMAGES[how](work / "pretrain" / name / "model.pt")
+        DAMAGES[how](models[name])
     done = stage("scaling", copy, f"scaling.report_dir={tmp_path / 'reports'}", "scaling.pretrain_steps=[4]",
                  "scaling.finetune_budgets=[{examples: 64}]", "scaling.workers=1", *threads, mirror=mirror,
                  timeout=1800)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
-    same = {name: (work / "pretrain" / name / "model.pt").read_bytes() == weights[name] for name in damaged}
+    same = {name: model.read_bytes() == weights[name] for name, model in models.items()}
     for name, how in damaged.items():
-        model = work / "pretrain" / name / "model.pt"
+        model = models[name]
         said = f"{model} is missing" if how == "deleted" else f"{model} is not the file its run wrote"
         assert [line for line in output.splitlines() if "not reused" in line and f"/{name}/" in line] == [
             next(line for line in output.splitlines() if said in line)], output[-3000:]
-        assert f"{work / 'pretrain' / name} is finished" not in output
+        assert f"{model.parent} is finished" not in output
         record = json.loads((model.parent / "metrics.json").read_text())
         assert file_digest(model) == record["files"]["model.pt"]  # trained again, or copied from an intact twin:
         if "trained_as" in record:  # the tests' one tiny shape makes the depth study's encoders `bert`'s twins
-            twins = [p for p in (work / "pretrain").glob("*/model.pt") if p.parent.name != name]
+            twins = [p for p in (work / "pretrain").glob("*/*/model.pt") if p != model]
             assert any(p.read_bytes() == model.read_bytes() for p in twins)
         cell = json.loads(cells[name].read_text())
         assert (cells[name].stat().st_mtime_ns == written[name]) == same[name] and "trained_as" not in cell
     # the damaged encoders' runs and their cells: "nothing to do" only for a cell whose encoder has its old bytes
-    runs = [*damaged, *(metrics.parent.name for metrics in cells.values())]
+    runs = [*(model.parent.name for model in models.values()), *(metrics.parent.name for metrics in cells.values())]
     finished = re.compile(rf"/(?:{'|'.join(map(re.escape, runs))}) is finished with .*: nothing to do")
     assert sum(bool(finished.search(line)) for line in output.splitlines()) == sum(same.values())
     assert same["scratch"] and (same["bert-4"] or not threads)  # seeded, not trained; one thread: the same sums

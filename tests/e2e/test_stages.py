@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 from tokenizers import Tokenizer
 
+from bertlab.runs import pretrain_dir
 from bertlab.stage import process_age
 from tests.helpers import ENV, REPO, TINY, cell_dir, stage
 from tests.report_data import write_data
@@ -111,9 +112,9 @@ def test_a_run_that_trains_nothing_starts_without_lightning(prepared: Path, tmp_
     run = [*TINY, "name=twice", "pretrain.max_steps=2"]
     assert lightning_imported("bertlab.pretrain", prepared, *run)
     assert not lightning_imported("bertlab.pretrain", prepared, *run)  # finished: nothing to do
-    assert json.loads((prepared / "pretrain/twice/metrics.json").read_text())["steps"] == 2
+    assert json.loads((pretrain_dir(prepared, "twice", 1) / "metrics.json").read_text())["steps"] == 2
     assert not lightning_imported("bertlab.pretrain", prepared, *run, "name=out", "not_run=left out")
-    assert json.loads((prepared / "pretrain/out/metrics.json").read_text())["status"] == "not run"
+    assert json.loads((pretrain_dir(prepared, "out", 1) / "metrics.json").read_text())["status"] == "not run"
     cell = [*TINY, "task=sst2", "name=twice", "finetune.encoder=twice", "finetune.max_train_examples=32"]
     assert lightning_imported("bertlab.finetune", prepared, *cell)
     assert not lightning_imported("bertlab.finetune", prepared, *cell)  # finished: nothing to do
@@ -187,8 +188,8 @@ def test_runs_by_hand_write_under_out_dir_and_never_over_the_pipelines(prepared:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "profile=smoke (params.yaml's" in done.stderr
     assert_quiet(done)
-    record = json.loads((prepared / "hand/pretrain/byhand/metrics.json").read_text())
-    assert record["steps"] == 4 and (prepared / "hand/timing/pretrain/byhand.json").exists()
+    record = json.loads((pretrain_dir(prepared / "hand", "byhand", 1) / "metrics.json").read_text())
+    assert record["steps"] == 4 and (prepared / "hand/timing/pretrain/byhand-1.json").exists()
     assert files() == before and not (prepared / "pretrain" / "byhand").exists()
     (config,) = (prepared / "hydra/pretrain").glob("*/.hydra/config.yaml")
     assert yaml.safe_load(config.read_text())["profile_name"] == "smoke"

@@ -304,7 +304,7 @@ def test_a_run_by_hand_follows_params_yaml_unless_its_command_line_names_a_profi
     # with the command line's overrides, whichever side of Hydra's flags they stand
     assert follow_params(["model=tiny", "--cfg", "job"], params) == ["profile=smoke", "model=tiny", "--cfg", "job"]
     assert follow_params(["--cfg", "job"], params) == ["--cfg", "job", "profile=smoke"]
-    for argv in (["profile=gpu"], ["-cd", "data/configs/pretrain", "-cn", "bert"], ["--config-dir=x"]):
+    for argv in (["profile=gpu"], ["-cd", "data/configs/pretrain/bert/run", "-cn", "bert-1"], ["--config-dir=x"]):
         assert follow_params(argv, params) == argv
     assert follow_params(["x=1"], tmp_path / "absent.yaml") == ["x=1"]
     params.write_text("profile: [")
