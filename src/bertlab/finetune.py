@@ -90,7 +90,12 @@ def finetune(cfg: DictConfig) -> Result:
     if reason is not None:
         print(f"{task.name}: no data ({reason})")
         return Result(untrained(out_dir, record, "no data", reason))
-    key = cell_key(cfg, encoder_dir(cfg), (PLAIN_WEIGHTS, CONFIG))
+    ft, encoder = cfg.finetune, encoder_dir(cfg)
+    if not (encoder / CONFIG).exists():
+        raise UserError(f"encoder {ft.encoder!r} at pretraining seed {ft.pretrain_seed}: no pretrained model in "
+                        f"{encoder} (pretrain it: `python -m bertlab.pretrain name={ft.encoder} "
+                        f"seed={ft.pretrain_seed}`, or in the pipeline `dvc repro pretrain@{ft.encoder}`)")
+    key = cell_key(cfg, encoder, (PLAIN_WEIGHTS, CONFIG))
     fields = {k: record[k] for k in ("name", "encoder", "features")}  # what a copied twin's record takes from this
     rank = stage.global_rank()
     if key and cfg.impl.reuse_twins and (twin := reuse(out_dir, key, fields, rank == 0, depth=2)):
@@ -103,7 +108,7 @@ def finetune(cfg: DictConfig) -> Result:
 
     work = cell.probe_and_score if cfg.finetune.mode == "probe" else cell.train_and_score
     with one_run_per_job():
-        return Result(*work(cfg, task, encoder_dir(cfg), record | {"run_key": key}, out_dir))
+        return Result(*work(cfg, task, encoder, record | {"run_key": key}, out_dir))
 
 
 def untrained(out_dir: Path, record: dict[str, Any], status: str, reason: str) -> dict[str, Any]:

@@ -113,7 +113,8 @@ def test_regression_reports_pearson_and_spearman(finetune_data: Path) -> None:
 
 def test_an_unknown_encoder_is_a_one_line_user_error(finetune_data: Path) -> None:
     """(Unknown choices, such as `finetune.mode=frozen`, stop at the door: tests/unit/test_settings.py.)"""
-    with pytest.raises(UserError, match="no pretrained model in .*pretrain/nonexistent/nonexistent-1 ") as err:
+    with pytest.raises(UserError, match="encoder 'nonexistent' at pretraining seed 1: no pretrained model in "
+                                        ".*pretrain/nonexistent/nonexistent-1 ") as err:
         finetune(finetune_config(finetune_data, "name=bad", "task=sst2", "finetune.encoder=nonexistent"))
     assert "\n" not in str(err.value)
 
