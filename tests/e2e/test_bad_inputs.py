@@ -41,7 +41,7 @@ SETTINGS_CASES = [
     ("warmup-ratio-two", "finetune", ["finetune.warmup_ratio=2"], "finetune.warmup_ratio=2"),
     ("batch-size-text", "finetune", ["finetune.batch_size=abc"], "finetune.batch_size='abc'"),
     ("unknown-mode", "finetune", ["finetune.mode=frozen"], "finetune.mode='frozen'"),
-    ("unknown-encoder", "finetune", ["finetune.encoder=nosuch"], "encoder 'nosuch'"),
+    ("unknown-encoder", "finetune", ["finetune.encoder=nosuch"], "/pretrain/nosuch/nosuch-1 ("),
     ("threads-zero", "pretrain", ["impl.threads=0"], "impl.threads=0"),
     ("vocab-three", "tokenizer", ["tokenizer.vocab_size=3"], "tokenizer.vocab_size=3"),
     ("vocab-below-alphabet", "tokenizer", ["tokenizer.vocab_size=20"], "tokenizer.vocab_size=20"),
