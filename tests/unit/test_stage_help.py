@@ -32,7 +32,7 @@ def test_each_stage_help_names_its_own_settings(monkeypatch: pytest.MonkeyPatch,
     assert finetune.startswith("python -m bertlab.finetune [key=value ...]")
     pretrain, finetune, download = map(settings_named, (pretrain, finetune, download))
     # pretraining's settings at the smoke profile; no fine-tuning setting
-    assert pretrain["pretrain.max_steps"] == "20" and pretrain["model.num_layers"] == "2"
+    assert pretrain["pretrain.max_steps"] == "20" and pretrain["model.num_layers"] == "4"  # 12 layers / smoke's 3
     assert pretrain["pretrain.betas"] == "[0.9,0.999]" and pretrain["impl.threads"] == "null"
     assert not [k for k in pretrain if k.startswith(("finetune.", "task."))]
     # fine-tuning's, with the command line's learning rate; no pretraining setting
