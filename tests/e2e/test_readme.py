@@ -71,12 +71,15 @@ def test_the_try_it_first_line_runs_the_whole_study_at_smoke(smoked: tuple[Path,
     """It sets `params.yaml`'s profile and runs every stage, the encoders and cells the README counts, to the smoke
     report, with nothing stale after it."""
     repo, output = smoked
-    stages, encoders, cells = map(int, re.search(r"(\d+) stages, (\d+) encoders and (\d+) cells",
-                                                 readme_section("Quick start")).groups())
+    stages, runs, cells = map(int, re.search(r"(\d+) stages, (\d+) pretraining runs and (\d+) cells",
+                                             " ".join(readme_section("Quick start").split())).groups())
     assert profile(repo) == "smoke"
     assert len(stages_run(output)) == stages
-    assert len(list((repo / "data/pretrain").rglob("metrics.json"))) == encoders
+    assert len(list((repo / "data/pretrain").rglob("metrics.json"))) == runs
     assert len(list((repo / "data/finetune").rglob("metrics.json"))) == cells
+    seeds = {json.loads(p.read_text())["seed"] for p in (repo / "data/pretrain").rglob("metrics.json")
+             if json.loads(p.read_text()).get("status") != "not run"}
+    assert seeds == {1}  # the smoke profile pretrains the first of the pretraining seeds
     assert "- Profile: `smoke`" in (repo / "reports/ablations.md").read_text()
     assert stale(repo, shared_data) == set()
 
