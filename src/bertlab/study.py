@@ -192,9 +192,9 @@ def encoder_left_out(policy: dict[str, Any], encoder: str, seed: int, seeds: lis
     why = (policy.get("skip") or {}).get(encoder)
     if why:
         return f"{encoder}: {why}"
-    if seed not in pretrain_seeds_run(policy, encoder, seeds):
-        n = len(pretrain_seeds_run(policy, encoder, seeds))
-        return (f"pretraining seed {seed}: {encoder} runs the first {n} of ablations.pretrain_seeds "
+    run = pretrain_seeds_run(policy, encoder, seeds)
+    if seed not in run:
+        return (f"pretraining seed {seed}: {encoder} runs the first {len(run)} of ablations.pretrain_seeds "
                 "(ablations.cells.pretrain_seeds)")
     return None
 
