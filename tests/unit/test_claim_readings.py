@@ -118,6 +118,25 @@ def test_the_power_in_claims_json_and_the_findings_csv(nsp: Finding) -> None:
     assert rows["mrpc"]["paper_vs_mde"] == "below" and rows["mrpc"]["mde"] == round(pair(nsp, "mrpc").mde, 4)
 
 
+def test_a_tie_no_number_of_runs_resolves_is_beyond_this_scale(tmp_path: Path, nsp: Finding) -> None:
+    """Unresolved where the paper's effect is under the items' noise: "beyond this scale", not "unresolved" (more
+    runs would not help); it stays in its table's family. A resolved pair keeps its verdict however small the
+    paper's effect (MRPC 82 vs 55 against the paper's +0.2)."""
+    tie = pair(marginal(tmp_path, ["sst2", "mrpc"]), "mrpc")  # 80 vs 80; TABLE5 has no paper numbers here
+    assert (tie.contrast.verdict, tie.runs_needed) == (stats.UNRESOLVED, None)
+    runs = [ft(e, "mrpc", 80.0, seed=s) for e in ("bert", "nonsp") for s in (1, 2, 3)]
+    mrpc = {"tasks": ["mrpc"], "rows": TABLE5["rows"]}
+    (beyond,) = decided(tmp_path / "beyond", study({"table5": mrpc}, CLAIMS5[:1]), runs)["nsp"].pairs
+    assert (beyond.contrast.verdict, beyond.runs_needed, beyond.paper) == (stats.BEYOND, math.inf, pytest.approx(0.2))
+    assert beyond.reading == ("beyond this scale: the paper's +0.2 is under the dev items' noise, whatever the number "
+                              "of pretraining runs; the interval admits the paper's +0.2")
+    assert beyond.familywise == stats.BEYOND and beyond.holm_p is not None
+    assert (pair(nsp, "mrpc").contrast.verdict, pair(nsp, "mrpc").runs_needed) == (stats.REPRODUCED, math.inf)
+    finding = Finding("nsp", "table5", "NSP helps", (beyond,))
+    assert headline([finding])["beyond_scale"] == 1 and details([], [], [finding])["familywise"]["beyond_scale"] == 1
+    assert "| **beyond this scale**: the paper's +0.2 is under" in "\n".join(findings_section(study({}, []), [finding]))
+
+
 def test_perplexity_pairs_get_an_mde_but_no_assumed_runs(tmp_path: Path) -> None:
     """The assumed SD is in points of a dev metric: a perplexity pair's MDE stands alone, its variance unmeasured."""
     (p,) = decided(tmp_path, study({"t6": SIZES}, [SIZE_PPL]), [])["size"].pairs
@@ -148,7 +167,8 @@ def test_holm_turns_a_marginal_verdict_unresolved_in_a_family_of_several(tmp_pat
     assert sst2.holm_p == pytest.approx(4 * sst2.contrast.p_value)  # the smallest of 4 p-values: times 4
     assert {pair(family, t).contrast.verdict for t in ("mrpc", "qnli", "cola")} == {stats.UNRESOLVED}
     assert headline([family])["reproduced"] == 1
-    assert details([], [], [family])["familywise"] == {"reproduced": 0, "contradicted": 0, "unresolved": 4}
+    assert details([], [], [family])["familywise"] == {"reproduced": 0, "contradicted": 0, "unresolved": 4,
+                                                     "beyond_scale": 0}
     md = "\n".join(findings_section(study({}, []), [family]))
     assert f"| **reproduced** | {sst2.mde:.1f} | not family-wise (p {sst2.holm_p:.3f}) |" in md
     md_alone = "\n".join(findings_section(study({}, []), [marginal(tmp_path / "again", ["sst2"])]))
@@ -198,7 +218,7 @@ def test_a_strategy_that_is_the_same_model_at_4_layers_is_counted_once(tmp_path:
     assert found["same"].summary.startswith("0 reproduced, 0 contradicted, 0 unresolved at this scale of 0 pairs")
     counted = [p for p in pair_list(found) if p.counted]
     assert len(counted) == 3 + 4 and sum(headline(list(found.values()))[k] for k in (
-        "reproduced", "contradicted", "unresolved", "not_measured")) == len(counted)
+        "reproduced", "contradicted", "unresolved", "beyond_scale", "not_measured")) == len(counted)
     assert len([p for p in counted if p.holm_p is not None]) == 7  # the family: the 7 counted pairs
     md = "\n".join(findings_section(study({"table7": TABLE7}, []), list(found.values())))
     assert "| *counted once*: sum_all is the same model as sum_last_four at 4 layers: counted in" in md

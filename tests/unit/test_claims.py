@@ -233,13 +233,15 @@ def test_claims_json_holds_every_contrast_and_metrics_json_their_verdict_counts(
     verdicts = [p["verdict"] for c in out["claims"].values() for p in c["pairs"].values()]
     assert counts == {"reproduced": verdicts.count("reproduced"), "contradicted": verdicts.count("contradicted"),
                       "unresolved": verdicts.count("unresolved at this scale"),
-                      "not_measured": verdicts.count("not measured"),
+                      "beyond_scale": verdicts.count("beyond this scale"), "not_measured": verdicts.count("not measured"),
                       "beyond_unigram.bert": pytest.approx(40 / 900, abs=1e-4)}  # one short line of `dvc metrics show`
-    assert sum(counts[k] for k in ("reproduced", "contradicted", "unresolved", "not_measured")) == len(verdicts)
+    assert sum(counts[k] for k in ("reproduced", "contradicted", "unresolved", "beyond_scale", "not_measured")
+               ) == len(verdicts)
     familywise = [p["familywise"] or p["verdict"] for c in out["claims"].values() for p in c["pairs"].values()]
     assert out["familywise"] == {"reproduced": familywise.count("reproduced"),
                                  "contradicted": familywise.count("contradicted"),
-                                 "unresolved": familywise.count("unresolved at this scale")}
+                                 "unresolved": familywise.count("unresolved at this scale"),
+                                 "beyond_scale": familywise.count("beyond this scale")}
 
 
 def test_perplexity_against_a_multiple_of_its_unigram_floor(found, tmp_path: Path) -> None:

@@ -184,6 +184,8 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
             budget = budgets[0] if budgets[0] == budgets[1] else " / ".join(x or "—" for x in budgets)
             effect = paper_effect(spec, table, a.row, b.row, column)
             mde, runs, note = _power(result, effect, None if column == PPL else bootstrap.get("run_sd"), alpha)
+            if result.verdict == stats.UNRESOLVED and runs == math.inf:
+                result = replace(result, verdict=stats.BEYOND)
             pairs.append(Pair(column, a, b, result, reason, budget=budget, paper=effect,
                               compressed=any(c.at_floor for c in cells), seeds=(len(cells[0].runs), len(cells[1].runs)),
                               pretrain_runs=(len(cells[0].groups), len(cells[1].groups)),

@@ -15,10 +15,11 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from bertlab.report.cells import PPL  # noqa: E402
 from bertlab.report.claims import Finding, Pair  # noqa: E402
-from bertlab.report.stats import CONTRADICTED, NOT_MEASURED, REPRODUCED, UNRESOLVED  # noqa: E402
+from bertlab.report.stats import BEYOND, CONTRADICTED, NOT_MEASURED, REPRODUCED, UNRESOLVED  # noqa: E402
 
 STYLE = {  # verdict -> (marker, colour): told apart by shape too, for greyscale and colour-blind readers
-    REPRODUCED: ("o", "#1b9e77"), CONTRADICTED: ("X", "#d95f02"), UNRESOLVED: ("D", "#7570b3")}
+    REPRODUCED: ("o", "#1b9e77"), CONTRADICTED: ("X", "#d95f02"), UNRESOLVED: ("D", "#7570b3"),
+    BEYOND: ("s", "#999999")}
 ROW_INCHES, PANEL_INCHES = 0.3, 0.75  # a pair's row; a panel's title and axis
 
 

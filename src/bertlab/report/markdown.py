@@ -27,7 +27,9 @@ VERDICTS = (
     "perplexity, in perplexity, where lower is better: a negative difference is A's win) with its {level:.0%} "
     "paired-bootstrap interval ({draws:,} draws resampling the dev items, the same for A and B{seeds}), and a "
     "verdict: **{r}** (the interval excludes 0 in the paper's direction), **{c}** (it excludes 0 the "
-    "other way), **{u}** (it includes 0), **{m}** (a side is missing, or its metric is not finite). Beside it, what "
+    "other way), **{u}** (it includes 0), **{b}** (it includes 0, and the paper's effect is under the dev items' "
+    "noise: no number of pretraining runs would resolve it here), **{m}** (a side is missing, or its metric is not "
+    "finite). Beside it, what "
     "the interval says of the paper's own A − B (from its numbers in the tables above): it admits it, or the paper's "
     "is outside it (above it: the effect here is smaller than the paper's, or of the other sign; below it: larger), "
     "which an unresolved verdict can still say; none where the paper has no number for a side, nor for perplexity "
@@ -211,7 +213,7 @@ def legend(boot: dict[str, Any], findings: list[Finding]) -> list[str]:
     seeds = SEEDS.get((True in several, False in several), SOME_SEEDS)  # all several, all one; else mixed (or none)
     multi = MULTI if any(max(p.pretrain_runs) > 1 for p in pairs) else ""
     lines = [VERDICTS.format(level=boot["level"], draws=boot["draws"], seeds=seeds, r=stats.REPRODUCED,
-                             c=stats.CONTRADICTED, u=stats.UNRESOLVED, m=stats.NOT_MEASURED) + multi,
+                             c=stats.CONTRADICTED, u=stats.UNRESOLVED, b=stats.BEYOND, m=stats.NOT_MEASURED) + multi,
              "", POWER.format(power=0.8, alpha=alpha, z=power.z_sum(alpha), runs=runs, draws=boot["draws"],
                               z_mc=SETTLED_Z)]
     return lines + (["", ONCE] if any(not p.counted for f in findings for p in f.pairs) else [])

@@ -22,7 +22,7 @@ from bertlab.report.markdown import render_markdown
 from bertlab.report.multiboot import MultiContrast
 from bertlab.report.pairs import Finding, Pair
 from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
-from bertlab.report.stats import CONTRADICTED, NOT_MEASURED, REPRODUCED, UNRESOLVED
+from bertlab.report.stats import BEYOND, CONTRADICTED, NOT_MEASURED, REPRODUCED, UNRESOLVED
 from bertlab.report.tables import table_names
 
 CSV_FIELDS = ("table", "row", "column", "paper", "mean", "std", "n", "status", "floor", "floor_status")
@@ -32,7 +32,7 @@ FINDING_FIELDS = ("claim", "table", "text", "column", "A", "B", "estimate", "low
                   "same_model")
 
 VERDICT_KEYS = {REPRODUCED: "reproduced", CONTRADICTED: "contradicted", UNRESOLVED: "unresolved",
-                NOT_MEASURED: "not_measured"}  # metrics.json's keys: no spaces
+                BEYOND: "beyond_scale", NOT_MEASURED: "not_measured"}  # metrics.json's keys: no spaces
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def details(tables: list[str], entries: list[Entry], findings: list[Finding]) ->
         for f in findings}
     counted = _counted(findings)
     out["familywise"] = {VERDICT_KEYS[v]: sum((p.familywise or p.contrast.verdict) == v for p in counted)
-                         for v in (REPRODUCED, CONTRADICTED, UNRESOLVED)}
+                         for v in (REPRODUCED, CONTRADICTED, UNRESOLVED, BEYOND)}
     return out
 
 

@@ -25,6 +25,7 @@ from bertlab.kinds.base import Scored
 
 REPRODUCED, CONTRADICTED = "reproduced", "contradicted"
 UNRESOLVED, NOT_MEASURED = "unresolved at this scale", "not measured"
+BEYOND = "beyond this scale"  # unresolved, and no number of pretraining runs would resolve the paper's effect here
 ABOVE_FLOOR, AT_FLOOR, BELOW_FLOOR = "above floor", "at floor", "below floor"
 
 Columns = Mapping[str, np.ndarray]
@@ -164,6 +165,8 @@ def reading(contrast: Contrast, paper: float | None, compressed: bool = False) -
     is at (or below) its floor, where differences shrink."""
     where = against_paper(contrast, paper)
     text = contrast.verdict
+    if contrast.verdict == BEYOND:
+        text += f": the paper's {paper:+.1f} is under the dev items' noise, whatever the number of pretraining runs"
     if where == "inside":
         text += f"; the interval admits the paper's {paper:+.1f}"
     elif where is not None:
@@ -177,8 +180,7 @@ def summarize(contrasts: Sequence[Contrast]) -> str:
     """One line of verdict counts, e.g. "3 reproduced, 1 contradicted, 10 unresolved at this scale of 14 pairs"."""
     counts = Counter(c.verdict for c in contrasts)
     parts = [f"{counts[v]} {v}" for v in (REPRODUCED, CONTRADICTED, UNRESOLVED)]
-    if counts[NOT_MEASURED]:
-        parts.append(f"{counts[NOT_MEASURED]} {NOT_MEASURED}")
+    parts += [f"{counts[v]} {v}" for v in (BEYOND, NOT_MEASURED) if counts[v]]
     return f"{', '.join(parts)} of {len(contrasts)} pair{'' if len(contrasts) == 1 else 's'}"
 
 
