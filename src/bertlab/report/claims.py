@@ -63,6 +63,8 @@ def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, An
                               len(set(b.pretrain_seeds))), why
     paired = sorted(set(a.pretrain_seeds)) == sorted(set(b.pretrain_seeds))
     result = multi_bootstrap(a.groups, b.groups, a.kind, a.metric, paired=paired, **resampling(bootstrap))
+    if result.verdict in (stats.REPRODUCED, stats.CONTRADICTED) and not result.settled:
+        result = replace(result, verdict=stats.UNRESOLVED)  # an end the bootstrap's own seed could move across 0
     return result, "" if result.verdict != stats.NOT_MEASURED else "the metric is not finite"
 
 

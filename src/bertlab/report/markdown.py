@@ -56,7 +56,8 @@ POWER = (
     "{alpha:g}, and is **not family-wise** otherwise (the perplexity-over-floor claim is its own family). "
     "{draws:,} draws put an interval end's Monte-Carlo error near 1% of the interval's width; a verdict whose end "
     "another bootstrap seed could move onto or across 0 (the draws below 0 within {z_mc:g} binomial SDs of the end's "
-    "rank) is flagged **edge: depends on the bootstrap's seed**, with its ends' Monte-Carlo error."
+    "rank) reads unresolved, flagged **edge: within the bootstrap's Monte-Carlo error of 0**, with its ends' "
+    "Monte-Carlo error: the bootstrap's own seed does not decide a verdict."
 )
 RUNS = (" At an assumed between-run SD of {sd:g} points for an A − B margin (`ablations.bootstrap.run_sd`: a pilot's "
         "three pretraining runs a side, NSP at the `cpu` recipe) the column gives the pretraining runs a side the "
@@ -169,7 +170,7 @@ def _verdict(pair: Pair) -> str:
     c = pair.contrast
     if not pair.counted:
         return f"*counted once*: {pair.same_as}"
-    edge = f"; **edge: depends on the bootstrap's seed** (Monte-Carlo error ±{c.mc_error:.2f})" if pair.edge else ""
+    edge = f"; **edge: within the bootstrap's Monte-Carlo error of 0** (±{c.mc_error:.2f})" if pair.edge else ""
     return f"**{c.verdict}**{pair.reading.removeprefix(c.verdict)}{edge}" + (f" ({pair.reason})" if pair.reason else "")
 
 
