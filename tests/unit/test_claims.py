@@ -233,7 +233,8 @@ def test_claims_json_holds_every_contrast_and_metrics_json_their_verdict_counts(
     verdicts = [p["verdict"] for c in out["claims"].values() for p in c["pairs"].values()]
     assert counts == {"reproduced": verdicts.count("reproduced"), "contradicted": verdicts.count("contradicted"),
                       "unresolved": verdicts.count("unresolved at this scale"),
-                      "beyond_scale": verdicts.count("beyond this scale"), "not_measured": verdicts.count("not measured"),
+                      "beyond_scale": verdicts.count("beyond this scale"),
+                      "not_measured": verdicts.count("not measured"),
                       "beyond_unigram.bert": pytest.approx(40 / 900, abs=1e-4)}  # one short line of `dvc metrics show`
     assert sum(counts[k] for k in ("reproduced", "contradicted", "unresolved", "beyond_scale", "not_measured")
                ) == len(verdicts)

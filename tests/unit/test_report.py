@@ -370,7 +370,8 @@ def test_the_summary_says_what_the_encoder_learned(built) -> None:
                           "its L2 strength chosen by cross-validated log-loss on the training examples only: the "
                           "same procedure for both encoders.")
     assert re.fullmatch(r"- The paper's claims on our runs: \d+ reproduced, \d+ contradicted, \d+ unresolved at this "
-                        r"scale, \d+ beyond this scale, \d+ not measured of \d+ pairs; family-wise \(Holm within each table\): \d+ "
+                        r"scale, \d+ beyond this scale, \d+ not measured of \d+ pairs; family-wise \(Holm within "
+                        r"each table\): \d+ "
                         r"reproduced, \d+ contradicted\.", summary[2])
 
 

@@ -3,7 +3,8 @@
 Holm: with the m finite p-values sorted, p_(1) <= ... <= p_(m), the i-th adjusted p-value is
 max_{j <= i} min(1, (m - j + 1) p_(j)); rejecting where it is <= alpha holds the family-wise error rate at alpha.
 A contrast keeps its verdict (reproduced or contradicted) family-wise where its adjusted p-value is <= alpha, and
-reads unresolved otherwise; one unresolved (or beyond this scale) keeps its verdict; one not measured (NaN p-value) is not in the family and keeps its verdict.
+reads unresolved otherwise; one unresolved (or beyond this scale) keeps its verdict; one not measured (NaN p-value)
+is not in the family and keeps its verdict.
 """
 
 from __future__ import annotations
@@ -30,5 +31,5 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 def familywise(contrasts: Sequence[MultiContrast], alpha: float = 0.05) -> list[str]:
     """Each contrast's verdict read family-wise (Holm within `contrasts` at `alpha`)."""
     adjusted = holm([c.p_value for c in contrasts])
-    return [c.verdict if c.verdict in (stats.NOT_MEASURED, stats.UNRESOLVED, stats.BEYOND) or p <= alpha else stats.UNRESOLVED
-            for c, p in zip(contrasts, adjusted)]
+    kept = (stats.NOT_MEASURED, stats.UNRESOLVED, stats.BEYOND)
+    return [c.verdict if c.verdict in kept or p <= alpha else stats.UNRESOLVED for c, p in zip(contrasts, adjusted)]
