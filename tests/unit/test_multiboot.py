@@ -144,17 +144,27 @@ def test_a_discrete_metrics_edge_is_not_settled() -> None:
 
 
 def test_variance_parts() -> None:
-    """Copies of one run a side: no between-run variance, and all the item variance is shared by the runs."""
+    """Copies of one run a side: no between-run variance, and all the item variance is shared by the runs (read on its
+    own fixed stream of item draws, so equal to the draws' variance up to Monte-Carlo error, ~2.6% at 3,000)."""
     rng = np.random.default_rng(5)
     (a,), (b,) = study(rng, (0.75, 0.72), runs=1, seeds=1)
     copies = multi_bootstrap([a] * 3, [b] * 3, "classification", "accuracy", paired=False, draws=3000)
-    assert copies.run_var == 0.0 and copies.item_var == pytest.approx(copies.se**2, rel=1e-6)
+    assert copies.run_var == 0.0 and copies.item_var == pytest.approx(copies.se**2, rel=0.1)
     one = multi_bootstrap([a], [b], "classification", "accuracy", paired=False, draws=3000)
-    assert math.isnan(one.run_var) and one.item_var == pytest.approx(one.se**2, rel=1e-6)
+    assert math.isnan(one.run_var) and one.item_var == pytest.approx(one.se**2, rel=0.1)
     # runs that share no item noise (each item's outcome drawn afresh per run): none of it is left for more runs
     fresh_a, fresh_b = study(rng, (0.75, 0.72), runs=5, seeds=1, sd_run=0.0, sd_seed=0.0, agree=0.0)
     fresh = multi_bootstrap(fresh_a, fresh_b, "classification", "accuracy", paired=False, draws=3000)
     assert fresh.item_var < 0.1 * fresh.se**2 and fresh.run_var > 0
+
+
+def test_the_item_variance_keeps_to_the_evidence_not_the_bootstrap_seed() -> None:
+    """The power's item variance is read on a fixed stream: every bootstrap seed gives the same value (so the same
+    runs needed and the same "beyond this scale"), while the draws, and so the interval, do change with the seed."""
+    a, b = study(np.random.default_rng(8), (0.75, 0.74), runs=3, seeds=2, sd_run=0.005)
+    results = [multi_bootstrap(a, b, "classification", "accuracy", paired=False, draws=2000, seed=s) for s in range(4)]
+    assert len({r.item_var for r in results}) == 1 and results[0].item_var > 0
+    assert len({r.low for r in results}) > 1
 
 
 def test_bad_inputs() -> None:
