@@ -137,6 +137,22 @@ def test_a_tie_no_number_of_runs_resolves_is_beyond_this_scale(tmp_path: Path, n
     assert "| **beyond this scale**: the paper's +0.2 is under" in "\n".join(findings_section(study({}, []), [finding]))
 
 
+def test_a_tie_on_the_edge_of_the_item_noise_reads_unresolved_with_its_fewest_runs(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """Where the item variance's Monte-Carlo band spans "some runs decide it" and "none do" (here made to by a band of
+    a million SDs), the tie is not called beyond this scale: it reads unresolved, its fewest runs a side stated."""
+    monkeypatch.setattr(power, "SETTLED_Z", 1e6)
+    runs = [ft(e, "mrpc", 80.0, seed=s) for e in ("bert", "nonsp") for s in (1, 2, 3)]
+    mrpc = {"tasks": ["mrpc"], "rows": TABLE5["rows"]}
+    (edge,) = decided(tmp_path, study({"table5": mrpc}, CLAIMS5[:1]), runs)["nsp"].pairs
+    assert (edge.contrast.verdict, edge.runs_needed) == (stats.UNRESOLVED, math.inf)
+    assert edge.runs_edge is not None and 1 <= edge.runs_edge < math.inf
+    assert edge.power_note.endswith(f"it needs {edge.runs_edge:.0f} or more runs a side, or no number of runs "
+                                    "decides it")
+    table = "\n".join(findings_section(study({}, []), [Finding("nsp", "table5", "NSP helps", (edge,))]))
+    assert f"edge: {edge.runs_edge:.0f}+ runs a side or none, within the Monte-Carlo error" in table
+
+
 def test_perplexity_pairs_get_an_mde_but_no_assumed_runs(tmp_path: Path) -> None:
     """The assumed SD is in points of a dev metric: a perplexity pair's MDE stands alone, its variance unmeasured."""
     (p,) = decided(tmp_path, study({"t6": SIZES}, [SIZE_PPL]), [])["size"].pairs

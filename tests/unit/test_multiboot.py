@@ -167,6 +167,19 @@ def test_the_item_variance_keeps_to_the_evidence_not_the_bootstrap_seed() -> Non
     assert len({r.low for r in results}) > 1
 
 
+def test_the_item_variances_monte_carlo_sd_is_its_spread_over_streams(monkeypatch) -> None:
+    """`item_var_mc` (batch means) agrees with the SD of item_var over 30 fixed streams, to within sampling error."""
+    a, b = study(np.random.default_rng(8), (0.75, 0.74), runs=3, seeds=2, sd_run=0.005)
+    values, mcs = [], []
+    for stream in range(30):
+        monkeypatch.setattr(multiboot, "ITEM_VAR_SEED", stream)
+        c = multi_bootstrap(a, b, "classification", "accuracy", paired=False, draws=1000)
+        values.append(c.item_var)
+        mcs.append(c.item_var_mc)
+    print(f"item_var SD over streams {np.std(values, ddof=1):.4f}, batch-means MC SD {np.mean(mcs):.4f}")
+    assert 0.6 < np.mean(mcs) / np.std(values, ddof=1) < 1.6
+
+
 def test_bad_inputs() -> None:
     rng = np.random.default_rng(6)
     a, b = study(rng, (0.7, 0.7), runs=2, items=50)

@@ -59,3 +59,18 @@ def test_one_run_a_side_states_the_between_run_variance_unmeasured() -> None:
     assert assumed.note == power.ASSUMED
     assert assumed.mde == pytest.approx(power.z_sum() * math.sqrt(c.se**2 + 2 * 1.4**2))
     assert assumed.runs_needed == power.runs_needed(3.5, 2 * 1.4**2, c.item_var)
+
+
+def test_an_effect_within_the_item_variances_monte_carlo_error_of_the_boundary_is_an_edge() -> None:
+    """At delta = Z sqrt(item_var) the runs needed are finite just below item_var and infinite just above: an edge.
+    Twice that effect, or half of it, reads the same across the band."""
+    a, b = study(np.random.default_rng(1), (0.75, 0.72), runs=5, items=600)
+    c = multi_bootstrap(a, b, "classification", "accuracy", paired=False, draws=4000)
+    assert 0 < c.item_var_mc < 0.2 * c.item_var
+    boundary = power.z_sum() * math.sqrt(c.item_var)
+    edge = power.power_of(c, effect=boundary)
+    assert edge.edge and math.isfinite(edge.runs_band[0]) and math.isinf(edge.runs_band[1])
+    for clear in (2 * boundary, 0.5 * boundary):
+        got = power.power_of(c, effect=clear)
+        assert not got.edge and math.isinf(got.runs_needed) == (clear < boundary)
+    assert power.power_of(c).runs_band is None

@@ -69,12 +69,13 @@ def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, An
 
 
 def _power(c: stats.Contrast, paper: float | None, run_sd: float | None,
-           alpha: float) -> tuple[float | None, float | None, str]:
+           alpha: float) -> tuple[float | None, float | None, str, float | None]:
     """A measured contrast's MDE at 80% power (its design's: the draws' SD; with one pretraining run a side that
     leaves the between-run variance out), the pretraining runs a side `paper`'s effect needs (at `run_sd` where the
-    between-run variance is unmeasured; None where there is no effect or no SD to size it with), and both in words."""
+    between-run variance is unmeasured; None where there is no effect or no SD to size it with), both in words, and
+    on an edge (`power.Power.edge`) the fewest runs a side within the item variance's Monte-Carlo error."""
     if not isinstance(c, MultiContrast) or c.verdict == stats.NOT_MEASURED:
-        return None, None, ""
+        return None, None, "", None
     design = power.power_of(c, paper, alpha=alpha)
     sized = power.power_of(c, paper, None if run_sd is None else run_sd**2, alpha=alpha)
     notes = [design.note] if design.note else []
@@ -84,7 +85,11 @@ def _power(c: stats.Contrast, paper: float | None, run_sd: float | None,
         notes.append(f"{at}the paper's {paper:+.1f} " + (
             "cannot be decided at this scale: the dev items' noise alone exceeds it" if math.isinf(runs) else
             f"needs {runs:.0f} pretraining run{'' if runs == 1 else 's'} a side"))
-    return design.mde, sized.runs_needed, "; ".join(notes)
+    fewest = sized.runs_band[0] if sized.edge else None
+    if fewest is not None:
+        notes.append(f"on the edge: within the dev items' noise's Monte-Carlo error it needs {fewest:.0f} or more "
+                     "runs a side, or no number of runs decides it")
+    return design.mde, sized.runs_needed, "; ".join(notes), fewest
 
 
 def _side(spec: dict[str, Any], table: str, row: str) -> Side:
@@ -185,13 +190,15 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
             budgets = [c.budget for c in cells]
             budget = budgets[0] if budgets[0] == budgets[1] else " / ".join(x or "—" for x in budgets)
             effect = paper_effect(spec, table, a.row, b.row, column)
-            mde, runs, note = _power(result, effect, None if column == PPL else bootstrap.get("run_sd"), alpha)
-            if result.verdict == stats.UNRESOLVED and runs == math.inf:
-                result = replace(result, verdict=stats.BEYOND)
+            run_sd = None if column == PPL else bootstrap.get("run_sd")
+            mde, runs, note, fewest = _power(result, effect, run_sd, alpha)
+            if result.verdict == stats.UNRESOLVED and runs == math.inf and fewest is None:
+                result = replace(result, verdict=stats.BEYOND)  # not on an edge: no number of runs decides it
             pairs.append(Pair(column, a, b, result, reason, budget=budget, paper=effect,
                               compressed=any(c.at_floor for c in cells), seeds=(len(cells[0].runs), len(cells[1].runs)),
                               pretrain_runs=(len(cells[0].groups), len(cells[1].groups)),
-                              mde=mde, runs_needed=runs, power_note=note, same_as=_repeat(results, a, b, cells)))
+                              mde=mde, runs_needed=runs, power_note=note, runs_edge=fewest,
+                              same_as=_repeat(results, a, b, cells)))
         declared.append((claim, pairs))
     findings = [Finding(c["id"], c["table"], c["text"], tuple(pairs)) for c, pairs in declared]
     return _familywise(_count_once(findings, results, cell), alpha)

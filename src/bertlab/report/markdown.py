@@ -184,6 +184,8 @@ def _power(pair: Pair) -> str:
     if pair.runs_needed is not None:
         n = pair.runs_needed
         parts.append("cannot be decided at this scale" if math.isinf(n) else f"{n:.0f} run{'s' * (n > 1)} a side")
+    if pair.runs_edge is not None:
+        parts.append(f"edge: {pair.runs_edge:.0f}+ runs a side or none, within the Monte-Carlo error")
     return "; ".join(parts)
 
 

@@ -29,7 +29,10 @@ estimate under item resampling that is shared by different runs (the mean covari
 scores, A's with A's and B's with B's less twice A's with B's): more runs do not average it away. It is read on an
 item resampling of its own, drawn from a fixed seed (`ITEM_VAR_SEED`), so that the power's readings (the runs a side an
 effect needs; "beyond this scale") are a function of the evidence alone and not of the bootstrap's seed, even for an
-effect on the boundary Z^2 item_var = delta^2. Its Monte-Carlo SD is about sqrt(2 / B) of it (1.4% at 10,000 draws).
+effect on the boundary Z^2 item_var = delta^2. Its Monte-Carlo SD (`item_var_mc`, by batch means over 10 batches of
+the draws) exceeds a single variance's sqrt(2 / B) of it where A's, B's and their cross covariances cancel (~3% of it at
+10,000 draws on the committed run's SST-2 depth pairs); `bertlab.report.power` reads an effect within it of the
+boundary as an edge.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from bertlab.report import stats
 
 DRAWS = 10_000  # Monte-Carlo error of an interval end ~1% of the interval's width: verdicts keep to the seed
 ITEM_VAR_SEED = 55  # the item variance's own stream: the same for every bootstrap seed
+ITEM_VAR_BATCHES = 10  # batch means for item_var's Monte-Carlo SD
 SETTLED_Z = 3.0  # an end this many binomial SDs (in draws) from 0 keeps its side of 0 under another bootstrap seed
 
 Runs = Sequence[Sequence[stats.Columns]]  # pretraining runs, each its fine-tuning seeds' per-item columns
@@ -62,6 +66,7 @@ class MultiContrast(stats.Contrast):
     item_var: float  # the estimate's item variance that more runs do not remove (all of it with one run a side)
     draws: np.ndarray = field(repr=False, compare=False)
     level: float = 0.95  # the interval's
+    item_var_mc: float = float("nan")  # Monte-Carlo SD of item_var
 
     @property
     def settled(self) -> bool:
@@ -110,7 +115,9 @@ def multi_bootstrap(
     return MultiContrast(
         estimate, low, high, verdict, n, len(a), len(b), paired, float(np.std(diff, ddof=1)),
         min(1.0, 2 * tail / (draws + 1)), max(mc_error(diff, q) for q in ends), tuple(map(float, scores[0])),
-        tuple(map(float, scores[1])), _run_var(*scores, paired), _item_var(*run_scores, paired), diff, level)
+        tuple(map(float, scores[1])), _run_var(*scores, paired), _item_var(*run_scores, paired), diff, level,
+        _batch_sd([_item_var(*(_run_scores(chunk, f) for f in (first_a, first_b)), paired)
+                   for chunk in np.array_split(fixed, ITEM_VAR_BATCHES)]))
 
 
 def mc_error(draws: np.ndarray, q: float) -> float:
@@ -132,6 +139,11 @@ def _side(per_seed: np.ndarray, first: np.ndarray, runs: np.ndarray, seeds: np.n
 def _run_scores(per_seed: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Each run's item-resampled score, every seed once: (draws, runs)."""
     return np.stack([per_seed[:, i:j].mean(axis=1) for i, j in zip(first[:-1], first[1:])], axis=1)
+
+
+def _batch_sd(estimates: list[float]) -> float:
+    """The Monte-Carlo SD of an estimate on all the draws, from its estimates on equal batches of them."""
+    return float(np.std(estimates, ddof=1) / np.sqrt(len(estimates)))
 
 
 def _run_var(a: np.ndarray, b: np.ndarray, paired: bool) -> float:

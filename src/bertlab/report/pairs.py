@@ -35,6 +35,7 @@ class Pair:
     mde: float | None = None  # the smallest |A - B| the design detects with 80% power: z_sum x the draws' SD
     runs_needed: float | None = None  # pretraining runs a side the paper's effect needs (inf: none at this scale)
     power_note: str = ""  # the MDE and the runs in words: what they leave out or assume
+    runs_edge: float | None = None  # on an edge of the item noise (see `power.Power.edge`): the fewest runs a side
     holm_p: float | None = None  # the p-value adjusted by Holm within the pair's table; None outside the family
     familywise: str = ""  # the verdict read family-wise; "" outside a family (not measured, a ratio, a repeat)
     same_as: str = ""  # why the pair does not count: its sides are one model, or an earlier pair's models

@@ -7,6 +7,9 @@ SE the Multi-Bootstrap draws' SD. With n pretraining runs a side SE(n)^2 = item_
 noise shared by every run, which more runs do not average away). An effect delta needs
 n = run_var / (delta^2 / Z^2 - item_var) runs a side (the textbook 2 Z^2 sd^2 / delta^2 when item_var = 0 and
 run_var = 2 sd^2), and no number of runs decides it at this scale when Z^2 item_var >= delta^2.
+item_var is an estimate with Monte-Carlo error (`MultiContrast.item_var_mc`): the runs needed are also read at item_var
+-/+ `SETTLED_Z` of it, and an effect whose reading changes between "some number of runs" and "none" within that band is
+on the edge, stated as such.
 With one run a side the between-run variance is unmeasured: the MDE leaves it out (a lower bound), unless the caller
 assumes one (e.g. a pilot's).
 """
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from bertlab.report.multiboot import MultiContrast
+from bertlab.report.multiboot import SETTLED_Z, MultiContrast
 
 UNMEASURED = "between-run variance unmeasured (one pretraining run a side): the MDE leaves it out"
 ASSUMED = "between-run variance assumed, not measured (one pretraining run a side)"
@@ -32,6 +35,12 @@ class Power:
     mde: float
     runs_needed: float | None  # None: no effect to size
     note: str = ""
+    runs_band: tuple[float, float] | None = None  # the runs needed at item_var -/+ SETTLED_Z Monte-Carlo SDs
+
+    @property
+    def edge(self) -> bool:
+        """Whether item_var's Monte-Carlo error spans both "some number of runs decides it" and "none does"."""
+        return self.runs_band is not None and math.isinf(self.runs_band[0]) != math.isinf(self.runs_band[1])
 
 
 def z_sum(alpha: float = 0.05, power: float = 0.8) -> float:
@@ -68,6 +77,11 @@ def power_of(contrast: MultiContrast, effect: float | None = None, assumed_run_v
         found = mde(contrast.draws, alpha, power)
     else:
         found = z_sum(alpha, power) * math.sqrt(contrast.se**2 + run_var / min(contrast.runs_a, contrast.runs_b))
-    needed = None if effect is None or run_var is None else runs_needed(effect, run_var, contrast.item_var, alpha,
-                                                                        power)
-    return Power(found, needed, "" if measured else UNMEASURED if run_var is None else ASSUMED)
+    note = "" if measured else UNMEASURED if run_var is None else ASSUMED
+    if effect is None or run_var is None:
+        return Power(found, None, note)
+    needed = runs_needed(effect, run_var, contrast.item_var, alpha, power)
+    spread = SETTLED_Z * contrast.item_var_mc
+    band = None if not np.isfinite(spread) else tuple(
+        runs_needed(effect, run_var, max(0.0, contrast.item_var + s), alpha, power) for s in (-spread, spread))
+    return Power(found, needed, note, band)
