@@ -80,7 +80,9 @@ class Engine:
             ex = submitit.SlurmExecutor(folder=self.folder / "%j")
             ex.update_parameters(job_name=job.name, **{**self.slurm, **self.kinds.get(job.kind, {})})
             return ex
-        ex = submitit.LocalExecutor(folder=self.folder / "%j")
+        # A local job's files go in a folder of its own, made here: under "%j" its controller would open its log in a
+        # folder that submitit makes only once the controller's process id is known, a race it loses under load.
+        ex = submitit.LocalExecutor(folder=self.folder / job.name)
         g = self.gpus_per_job
         ex.update_parameters(timeout_min=7 * 24 * 60, gpus_per_node=g,
                              visible_gpus=list(range(slot * g, slot * g + g)))

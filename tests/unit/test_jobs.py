@@ -58,3 +58,13 @@ def test_follow_copies_a_jobs_output_here(tmp: Path, capfd: pytest.CaptureFixtur
 def test_a_job_waiting_for_a_job_not_given_is_refused(tmp: Path) -> None:
     with pytest.raises(ValueError, match=r"jobs wait for jobs not given: \['gone'\]"):
         run_jobs([job(tmp, "a", after=("gone",))], Engine("local", tmp / "submitit"), tmp)
+
+
+def test_a_local_jobs_files_are_in_a_folder_of_its_own_made_before_it_starts(tmp: Path) -> None:
+    """Not submitit's "%j" folder, made after the job's process starts (which then may not find it): one named after
+    the job, there before the submission, and the job's submitit log in it."""
+    engine, one = Engine("local", tmp / "submitit"), job(tmp, "one")
+    assert engine.executor(one, 0).folder == (tmp / "submitit" / "one").absolute()
+    assert (tmp / "submitit" / "one").is_dir()
+    assert run_jobs([one], engine, tmp) == []
+    assert [p.parent.name for p in (tmp / "submitit").glob("*/*_log.out")] == ["one"]
