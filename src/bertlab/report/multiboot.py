@@ -116,8 +116,8 @@ def multi_bootstrap(
         estimate, low, high, verdict, n, len(a), len(b), paired, float(np.std(diff, ddof=1)),
         min(1.0, 2 * tail / (draws + 1)), max(mc_error(diff, q) for q in ends), tuple(map(float, scores[0])),
         tuple(map(float, scores[1])), _run_var(*scores, paired), _item_var(*run_scores, paired), diff, level,
-        _batch_sd([_item_var(*(_run_scores(chunk, f) for f in (first_a, first_b)), paired)
-                   for chunk in np.array_split(fixed, ITEM_VAR_BATCHES)]))
+        _batch_sd([_item_var(a_rows, b_rows, paired) for a_rows, b_rows in
+                   zip(*(np.array_split(side, ITEM_VAR_BATCHES) for side in run_scores))]))
 
 
 def mc_error(draws: np.ndarray, q: float) -> float:
