@@ -337,6 +337,14 @@ def test_a_claim_over_several_pretraining_runs_is_the_multi_bootstraps_paired_by
     text = "\n".join(findings_section(study({"table5": TABLE5}, CLAIMS5[:1]), [finding]))
     assert f"| {c.n_items} × 3×2/3×2 |" in text
     assert "; runs +" in text and "Multi-Bootstrap" in text
+    # the power's legend: the between-run variance measured (not the one-run text), its runs needed with a range
+    assert "Each side is over several pretraining runs, so the variation between them is in the interval" in text
+    assert "Each side is one pretraining run" not in text and "assumed between-run SD" not in text
+    assert (c.run_df, found.runs_range) == (2, tuple(power.runs_needed(15.0, v, c.item_var)
+                                                      for v in power.run_var_interval(c.run_var, 2)))
+    assert found.runs_range == (1, 2) and "1 run a side (1-2) |" in text
+    assert found.power_note.endswith("the paper's +15.0 needs 1 pretraining run a side (1 to 2 at the ends of the "
+                                     "between-run variance's 80% interval, 2 degrees of freedom)")
     fewer = decided(tmp_path / "fewer", study({"table5": TABLE5}, CLAIMS5[:1]),
                     [r for r in runs if r["encoder"] == "bert" or r["pretrain_seed"] == 1])["nsp"]
     assert pair(fewer, "sst2").contrast.paired is False and pair(fewer, "sst2").run_margins == ()

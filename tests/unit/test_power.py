@@ -74,3 +74,25 @@ def test_an_effect_within_the_item_variances_monte_carlo_error_of_the_boundary_i
         got = power.power_of(c, effect=clear)
         assert not got.edge and math.isinf(got.runs_needed) == (clear < boundary)
     assert power.power_of(c).runs_band is None
+
+
+def test_a_measured_between_run_variance_carries_its_interval_into_the_runs_needed() -> None:
+    """Three paired runs measure run_var on 2 degrees of freedom: its 80% chi-square interval (x0.43 to x9.5) covers
+    the true variance in ~80% of studies, and the runs needed are read at its ends, around the point figure. An
+    assumed variance (one run a side) has no such range."""
+    rng = np.random.default_rng(3)
+    covered = [lo <= 2.0 <= hi for lo, hi in
+               (power.run_var_interval(np.var(rng.normal(0, math.sqrt(2.0), 3), ddof=1), 2) for _ in range(4000))]
+    assert 0.78 <= np.mean(covered) <= 0.82
+    assert power.run_var_interval(1.0, 2) == pytest.approx((0.4343, 9.4912), rel=1e-4)
+    a, b = study(np.random.default_rng(1), (0.75, 0.70), runs=3, items=600)
+    c = multi_bootstrap(a, b, "classification", "accuracy", paired=True, draws=4000)
+    assert c.run_df == 2
+    got = power.power_of(c, effect=5.0)
+    lo, hi = power.run_var_interval(c.run_var, 2)
+    assert got.runs_range == (power.runs_needed(5.0, lo, c.item_var), power.runs_needed(5.0, hi, c.item_var))
+    assert got.runs_range[0] <= got.runs_needed <= got.runs_range[1] and got.runs_range[0] < got.runs_range[1]
+    unpaired = multi_bootstrap(a, b, "classification", "accuracy", paired=False, draws=4000)
+    assert 2 <= unpaired.run_df <= 4  # Welch-Satterthwaite: between one side's and both sides' runs - 1
+    one = multi_bootstrap(*(side[:1] for side in (a, b)), "classification", "accuracy", paired=True, draws=4000)
+    assert power.power_of(one, effect=5.0, assumed_run_var=2 * 1.4**2).runs_range is None

@@ -212,14 +212,27 @@ def test_ratio_to_floor_verdicts(ratio: float, bound: float, verdict: str) -> No
     rng = np.random.default_rng(0)
     floor = rng.normal(7.0, 0.3, 2000)                       # nats per scored position, per held-out instance
     run = floor + np.log(ratio) + rng.normal(0, 0.05, 2000)  # the model: `ratio` x the floor's perplexity
-    c = stats.ratio_to_floor(_lm(run), _lm(floor), bound, draws=500)
+    c = stats.ratio_to_floor([_lm(run)], _lm(floor), bound, draws=500)
     assert c.estimate == pytest.approx(ratio, rel=0.01) and c.low < c.estimate < c.high
     assert c.high - c.low < 0.01 and c.verdict == verdict
 
 
 def test_ratio_to_floor_is_not_measured_when_not_finite() -> None:
     run = _lm(np.array([np.inf, 1.0]))
-    assert stats.ratio_to_floor(run, _lm(np.array([1.0, 1.0])), 0.5).verdict == stats.NOT_MEASURED
+    assert stats.ratio_to_floor([run], _lm(np.array([1.0, 1.0])), 0.5).verdict == stats.NOT_MEASURED
+
+
+def test_ratio_to_floor_over_pretraining_runs_resamples_them() -> None:
+    """Three runs at 0.40, 0.45 and 0.55 x the floor: the estimate is their mean and the interval spans the runs'
+    spread, so "at most 0.5 x" is unresolved over the procedure though the first run alone reproduces it."""
+    rng = np.random.default_rng(1)
+    floor = rng.normal(7.0, 0.3, 2000)
+    runs = [_lm(floor + np.log(r) + rng.normal(0, 0.05, 2000)) for r in (0.40, 0.45, 0.55)]
+    first = stats.ratio_to_floor(runs[:1], _lm(floor), 0.5, draws=2000)
+    pooled = stats.ratio_to_floor(runs, _lm(floor), 0.5, draws=2000)
+    assert first.verdict == stats.REPRODUCED and first.high < 0.41
+    assert pooled.estimate == pytest.approx(np.mean([0.40, 0.45, 0.55]), rel=0.01) and pooled.runs_a == 3
+    assert pooled.low < 0.43 and pooled.high > 0.51 and pooled.verdict == stats.UNRESOLVED
 
 
 @pytest.mark.parametrize("low, high, verdict, paper, where, text", [

@@ -69,27 +69,32 @@ def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, An
 
 
 def _power(c: stats.Contrast, paper: float | None, run_sd: float | None,
-           alpha: float) -> tuple[float | None, float | None, str, float | None]:
+           alpha: float) -> tuple[float | None, float | None, str, float | None, tuple[float, float] | None]:
     """A measured contrast's MDE at 80% power (its design's: the draws' SD; with one pretraining run a side that
     leaves the between-run variance out), the pretraining runs a side `paper`'s effect needs (at `run_sd` where the
-    between-run variance is unmeasured; None where there is no effect or no SD to size it with), both in words, and
-    on an edge (`power.Power.edge`) the fewest runs a side within the item variance's Monte-Carlo error."""
+    between-run variance is unmeasured; None where there is no effect or no SD to size it with), both in words, on
+    an edge (`power.Power.edge`) the fewest runs a side within the item variance's Monte-Carlo error, and where the
+    between-run variance is measured and the runs needed finite, their range over its interval (`Power.runs_range`)."""
     if not isinstance(c, MultiContrast) or c.verdict == stats.NOT_MEASURED:
-        return None, None, "", None
+        return None, None, "", None, None
     design = power.power_of(c, paper, alpha=alpha)
     sized = power.power_of(c, paper, None if run_sd is None else run_sd**2, alpha=alpha)
     notes = [design.note] if design.note else []
+    span = sized.runs_range if sized.runs_range and not math.isinf(sized.runs_needed) else None  # finite: both are
     if sized.runs_needed is not None:
         at = f"at the assumed between-run SD of {run_sd:g} " if sized.note == power.ASSUMED else ""
         runs = sized.runs_needed
         notes.append(f"{at}the paper's {paper:+.1f} " + (
             "cannot be decided at this scale: the dev items' noise alone exceeds it" if math.isinf(runs) else
             f"needs {runs:.0f} pretraining run{'' if runs == 1 else 's'} a side"))
+        if span and span[0] != span[1]:
+            notes[-1] += (f" ({span[0]:.0f} to {span[1]:.0f} at the ends of the between-run variance's "
+                          f"{power.RUN_VAR_LEVEL:.0%} interval, {c.run_df:.3g} degrees of freedom)")
     fewest = sized.runs_band[0] if sized.edge else None
     if fewest is not None:
         notes.append(f"on the edge: within the dev items' noise's Monte-Carlo error it needs {fewest:.0f} or more "
                      "runs a side, or no number of runs decides it")
-    return design.mde, sized.runs_needed, "; ".join(notes), fewest
+    return design.mde, sized.runs_needed, "; ".join(notes), fewest, span
 
 
 def _side(spec: dict[str, Any], table: str, row: str) -> Side:
@@ -129,15 +134,16 @@ def size_pairs(spec: dict[str, Any], results: Results, table: str) -> list[tuple
 
 def floor_ratio_pair(spec: dict[str, Any], results: Results, a: Side, bound: float,
                      bootstrap: dict[str, Any]) -> Pair:
-    """A's held-out perplexity over its unigram floor's, against `bound`."""
+    """A's held-out perplexity over its unigram floor's, over all its pretraining runs, against `bound`."""
     cell = side_cell(spec, results, a.row, PPL)
     b = Side(f"{bound:g} × unigram", "floor", "")
     reason = cell.reason or ("" if cell.floor is not None else "no per-instance floor")
     if reason:
         nan = math.nan
         return Pair(PPL, a, b, stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), reason, bound=bound)
-    return Pair(PPL, a, b, stats.ratio_to_floor(cell.runs[0], cell.floor, bound, **resampling(bootstrap)),
-                bound=bound)
+    runs = len(cell.runs)
+    return Pair(PPL, a, b, stats.ratio_to_floor(cell.runs, cell.floor, bound, **resampling(bootstrap)),
+                bound=bound, seeds=(runs, 1), pretrain_runs=(runs, 1))
 
 
 def _check(spec: dict[str, Any], claim: Any, where: str) -> None:
@@ -191,13 +197,13 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
             budget = budgets[0] if budgets[0] == budgets[1] else " / ".join(x or "—" for x in budgets)
             effect = paper_effect(spec, table, a.row, b.row, column)
             run_sd = None if column == PPL else bootstrap.get("run_sd")
-            mde, runs, note, fewest = _power(result, effect, run_sd, alpha)
+            mde, runs, note, fewest, span = _power(result, effect, run_sd, alpha)
             if result.verdict == stats.UNRESOLVED and runs == math.inf and fewest is None:
                 result = replace(result, verdict=stats.BEYOND)  # not on an edge: no number of runs decides it
             pairs.append(Pair(column, a, b, result, reason, budget=budget, paper=effect,
                               compressed=any(c.at_floor for c in cells), seeds=(len(cells[0].runs), len(cells[1].runs)),
                               pretrain_runs=(len(cells[0].groups), len(cells[1].groups)),
-                              mde=mde, runs_needed=runs, power_note=note, runs_edge=fewest,
+                              mde=mde, runs_needed=runs, power_note=note, runs_edge=fewest, runs_range=span,
                               same_as=_repeat(results, a, b, cells)))
         declared.append((claim, pairs))
     findings = [Finding(c["id"], c["table"], c["text"], tuple(pairs)) for c, pairs in declared]

@@ -49,9 +49,8 @@ SOME_SEEDS = (", and the fine-tuning seeds of a side that has more than one; a s
 POWER = (
     "Beside each verdict, its power and its family-wise reading. **MDE**: the smallest |A − B| the pair's design "
     "detects with {power:.0%} power at a two-sided {alpha:g} level ({z:.2f} × the SD of the bootstrap's draws), and "
-    "whether the paper's |A − B| is above it (this design could have detected the paper's effect) or below it. Each "
-    "side is one pretraining run, so the variation between pretraining runs is in neither the interval nor the MDE "
-    "(a lower bound).{runs} **Holm**: Holm's correction of the pairs' two-sided bootstrap p-values (of A − B = 0) "
+    "whether the paper's |A − B| is above it (this design could have detected the paper's effect) or below it."
+    "{runs} **Holm**: Holm's correction of the pairs' two-sided bootstrap p-values (of A − B = 0) "
     "within each table's measured pairs: a resolved verdict **holds** family-wise where its adjusted p is at most "
     "{alpha:g}, and is **not family-wise** otherwise (the perplexity-over-floor claim is its own family). "
     "{draws:,} draws put an interval end's Monte-Carlo error near 1% of the interval's width; a verdict whose end "
@@ -59,10 +58,19 @@ POWER = (
     "rank) reads unresolved, flagged **edge: within the bootstrap's Monte-Carlo error of 0**, with its ends' "
     "Monte-Carlo error: the bootstrap's own seed does not decide a verdict."
 )
-RUNS = (" At an assumed between-run SD of {sd:g} points for an A − B margin (`ablations.bootstrap.run_sd`: a pilot's "
-        "three pretraining runs a side, NSP at the `cpu` recipe) the column gives the pretraining runs a side the "
-        "paper's effect would need, or \"cannot be decided at this scale\" where the dev items' noise alone exceeds "
-        "it, whatever the number of runs.")
+ONE_RUN = (" {where}ach side is one pretraining run, so the variation between pretraining runs is in neither the "
+           "interval nor the MDE (a lower bound).")
+RUNS = (" {where}t an assumed between-run SD of {sd:g} points for an A − B margin (`ablations.bootstrap.run_sd`: a "
+        "pilot's three pretraining runs a side, NSP at the `cpu` recipe) the column gives the pretraining runs a side "
+        "the paper's effect would need, or \"cannot be decided at this scale\" where the dev items' noise alone "
+        "exceeds it, whatever the number of runs.")
+SEVERAL_RUNS = (
+    " {where}ach side is over several pretraining runs, so the variation between them is in the interval and the MDE, "
+    "and the column gives the pretraining runs a side the paper's effect needs at the measured between-run variance "
+    "of a margin, or \"cannot be decided at this scale\" where the dev items' noise alone exceeds it, whatever the "
+    "number of runs. That variance is an estimate on few degrees of freedom (2 with three paired runs), so the runs "
+    "needed are followed by their range at the ends of its {level:.0%} chi-square interval where it spans more than "
+    "one count: a planning figure, not a measurement.")
 ONCE = ("Counted once: a pair whose sides are the models of an earlier pair's repeats its contrast: the same rows "
         "in another claim, or a row that is the same model as another at the encoder's depth (it reads the same "
         "hidden states and combines them alike, as Table 7's weighted sums of all layers and of the last four do at a "
@@ -70,6 +78,8 @@ ONCE = ("Counted once: a pair whose sides are the models of an earlier pair's re
         "the family-wise reading.")
 PPL_NOTE = ("The perplexity intervals cover held-out instances only: each encoder has one pretraining run, so the "
             "variation between pretraining runs is not in them.")
+PPL_RUNS_NOTE = ("The perplexity intervals resample the held-out instances, the same for every run, and each side's "
+                 "pretraining runs (the items × runs column), as the Multi-Bootstrap does.")
 PROBE_NOTE = ("Each side's probe is a logistic regression on its frozen, standardised features (a sentence's mean "
               "real-token vector; a word's first sub-token), fitted to convergence with its L2 strength chosen by "
               "cross-validated log-loss on the training examples only: the same procedure for both encoders.")
@@ -183,7 +193,10 @@ def _power(pair: Pair) -> str:
         parts.append(f"the paper's {pair.paper:+.1f} {pair.paper_vs_mde} it")
     if pair.runs_needed is not None:
         n = pair.runs_needed
-        parts.append("cannot be decided at this scale" if math.isinf(n) else f"{n:.0f} run{'s' * (n > 1)} a side")
+        lo, hi = pair.runs_range or (n, n)
+        span = f" ({lo:.0f}-{hi:.0f})" if lo != hi else ""
+        parts.append("cannot be decided at this scale" if math.isinf(n)
+                     else f"{n:.0f} run{'s' * (n > 1)} a side{span}")
     if pair.runs_edge is not None:
         parts.append(f"edge: {pair.runs_edge:.0f}+ runs a side or none, within the Monte-Carlo error")
     return "; ".join(parts)
@@ -206,13 +219,29 @@ def _pair_row(pair: Pair, label: dict[str, str]) -> list[str]:
             pair.budget or "—", _verdict(pair), _power(pair), _holm(pair)]
 
 
+def _runs_legend(boot: dict[str, Any], pairs: list[Pair]) -> str:
+    """What the interval and the power hold of the variation between pretraining runs: unmeasured where a side is one
+    run (the runs needed at the assumed `run_sd`, if any), measured where both sides are several."""
+    one = {min(p.pretrain_runs) == 1 for p in pairs}
+    mixed = len(one) == 2
+    text = ""
+    if True in one:
+        text += ONE_RUN.format(where="Where a side is one run, e" if mixed else "E")
+        if boot.get("run_sd") is not None:
+            text += RUNS.format(where="Where a side is one run, a" if mixed else "A", sd=boot["run_sd"])
+    if False in one:
+        text += SEVERAL_RUNS.format(where="Where both sides are several runs, e" if mixed else "E",
+                                    level=power.RUN_VAR_LEVEL)
+    return text
+
+
 def legend(boot: dict[str, Any], findings: list[Finding]) -> list[str]:
     """The findings' legend: what a pair shows (the fine-tuning seeds resampled as the measured task pairs' sides
     have them), its power and family-wise reading, and, where a pair repeats another's models, how it is counted."""
     pairs = [p for f in findings for p in f.pairs if p.counted and p.contrast.n_items and p.column != PPL]
     several = {n > 1 for p in pairs for n in p.seeds}
     alpha = round(1 - boot["level"], 6)
-    runs = RUNS.format(sd=boot["run_sd"]) if boot.get("run_sd") is not None else ""
+    runs = _runs_legend(boot, pairs)
     seeds = SEEDS.get((True in several, False in several), SOME_SEEDS)  # all several, all one; else mixed (or none)
     multi = MULTI if any(max(p.pretrain_runs) > 1 for p in pairs) else ""
     lines = [VERDICTS.format(level=boot["level"], draws=boot["draws"], seeds=seeds, r=stats.REPRODUCED,
@@ -230,7 +259,8 @@ def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]
     for i, f in enumerate(findings, 1):
         lines += ["", f"### {i}. {f.text} ({f.table.replace('table', 'Table ')}): {f.summary}"]
         if any(p.column == PPL for p in f.pairs):
-            lines += ["", PPL_NOTE]
+            several = any(max(p.pretrain_runs) > 1 for p in f.pairs if p.column == PPL)
+            lines += ["", PPL_RUNS_NOTE if several else PPL_NOTE]
         rows = [_pair_row(p, label) for p in f.pairs]
         if rows:
             lines += [""] + table(["column", "A", "B", "A − B [95% interval]", "items × runs A/B", "fine-tuning",

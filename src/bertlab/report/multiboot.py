@@ -24,7 +24,8 @@ points, which holds where the metric is discrete (many draws on one value, where
 0): another seed draws Binomial(B, share) below 0, so an end changes sides (or sits on 0) only where its rank, Bq or
 B(1 - q), comes within `SETTLED_Z` binomial SDs of the counts of draws below 0 and at or below 0.
 Variance parts (for `bertlab.report.power`): `run_var`, the between-run variance of one pair of runs' margin (the
-variance of the paired margins, or the sum of the sides' variances of run scores); `item_var`, the variance of the
+variance of the paired margins, or the sum of the sides' variances of run scores), an estimate on `run_df` degrees of
+freedom (2 with three paired runs: rough); `item_var`, the variance of the
 estimate under item resampling that is shared by different runs (the mean covariance of distinct runs' item-resampled
 scores, A's with A's and B's with B's less twice A's with B's): more runs do not average it away. It is read on an
 item resampling of its own, drawn from a fixed seed (`ITEM_VAR_SEED`), so that the power's readings (the runs a side an
@@ -67,6 +68,7 @@ class MultiContrast(stats.Contrast):
     draws: np.ndarray = field(repr=False, compare=False)
     level: float = 0.95  # the interval's
     item_var_mc: float = float("nan")  # Monte-Carlo SD of item_var
+    run_df: float = float("nan")  # run_var's degrees of freedom (runs - 1 paired; Welch-Satterthwaite unpaired)
 
     @property
     def settled(self) -> bool:
@@ -117,7 +119,7 @@ def multi_bootstrap(
         min(1.0, 2 * tail / (draws + 1)), max(mc_error(diff, q) for q in ends), tuple(map(float, scores[0])),
         tuple(map(float, scores[1])), _run_var(*scores, paired), _item_var(*run_scores, paired), diff, level,
         _batch_sd([_item_var(a_rows, b_rows, paired) for a_rows, b_rows in
-                   zip(*(np.array_split(side, ITEM_VAR_BATCHES) for side in run_scores))]))
+                   zip(*(np.array_split(side, ITEM_VAR_BATCHES) for side in run_scores))]), _run_df(*scores, paired))
 
 
 def mc_error(draws: np.ndarray, q: float) -> float:
@@ -150,6 +152,17 @@ def _run_var(a: np.ndarray, b: np.ndarray, paired: bool) -> float:
     if paired:
         return float(np.var(a - b, ddof=1)) if len(a) > 1 else float("nan")
     return float(np.var(a, ddof=1) + np.var(b, ddof=1)) if min(len(a), len(b)) > 1 else float("nan")
+
+
+def _run_df(a: np.ndarray, b: np.ndarray, paired: bool) -> float:
+    """The degrees of freedom of `_run_var`: runs - 1 paired, Welch-Satterthwaite's unpaired; NaN unmeasured."""
+    if paired:
+        return float(len(a) - 1) if len(a) > 1 else float("nan")
+    if min(len(a), len(b)) < 2:
+        return float("nan")
+    va, vb = np.var(a, ddof=1), np.var(b, ddof=1)
+    spread = va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)
+    return float((va + vb) ** 2 / spread) if spread > 0 else float("nan")
 
 
 def _item_var(a: np.ndarray, b: np.ndarray, paired: bool) -> float:

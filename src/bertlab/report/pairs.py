@@ -30,12 +30,13 @@ class Pair:
     budget: str = ""  # the cells' fine-tuning budget (A's / B's where they differ)
     paper: float | None = None  # the paper's own A - B (None: it gives no comparable number)
     compressed: bool = False  # a side is at or below its floor
-    seeds: tuple[int, int] = (1, 1)  # the fine-tuning runs of A's cell and of B's, all pretraining runs (a ratio: 1)
+    seeds: tuple[int, int] = (1, 1)  # the fine-tuning runs of A's cell and of B's, all pretraining runs (ratio: B 1)
     pretrain_runs: tuple[int, int] = (1, 1)  # the pretraining runs A's cell and B's are over
     mde: float | None = None  # the smallest |A - B| the design detects with 80% power: z_sum x the draws' SD
     runs_needed: float | None = None  # pretraining runs a side the paper's effect needs (inf: none at this scale)
     power_note: str = ""  # the MDE and the runs in words: what they leave out or assume
     runs_edge: float | None = None  # on an edge of the item noise (see `power.Power.edge`): the fewest runs a side
+    runs_range: tuple[float, float] | None = None  # the runs needed over the between-run variance's interval
     holm_p: float | None = None  # the p-value adjusted by Holm within the pair's table; None outside the family
     familywise: str = ""  # the verdict read family-wise; "" outside a family (not measured, a ratio, a repeat)
     same_as: str = ""  # why the pair does not count: its sides are one model, or an earlier pair's models

@@ -10,6 +10,9 @@ run_var = 2 sd^2), and no number of runs decides it at this scale when Z^2 item_
 item_var is an estimate with Monte-Carlo error (`MultiContrast.item_var_mc`): the runs needed are also read at item_var
 -/+ `SETTLED_Z` of it, and an effect whose reading changes between "some number of runs" and "none" within that band is
 on the edge, stated as such.
+A measured run_var is itself an estimate on `run_df` degrees of freedom (2 with three paired runs), so the runs
+needed are also read at the ends of its `RUN_VAR_LEVEL` chi-square interval, run_var df / chi2_{(1 +/- level) / 2, df}
+(x0.43 to x9.5 at 2 degrees of freedom and 80%): `runs_range`, the figure's own uncertainty.
 With one run a side the between-run variance is unmeasured: the MDE leaves it out (a lower bound), unless the caller
 assumes one (e.g. a pilot's).
 """
@@ -20,12 +23,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import chi2, norm
 
 from bertlab.report.multiboot import SETTLED_Z, MultiContrast
 
 UNMEASURED = "between-run variance unmeasured (one pretraining run a side): the MDE leaves it out"
 ASSUMED = "between-run variance assumed, not measured (one pretraining run a side)"
+RUN_VAR_LEVEL = 0.8  # the level of the interval of a measured between-run variance that `runs_range` reads
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Power:
     runs_needed: float | None  # None: no effect to size
     note: str = ""
     runs_band: tuple[float, float] | None = None  # the runs needed at item_var -/+ SETTLED_Z Monte-Carlo SDs
+    runs_range: tuple[float, float] | None = None  # the runs needed at the ends of run_var's RUN_VAR_LEVEL interval
 
     @property
     def edge(self) -> bool:
@@ -66,6 +71,11 @@ def runs_needed(delta: float, run_var: float, item_var: float, alpha: float = 0.
     return float(max(1, math.ceil(run_var / room)))
 
 
+def run_var_interval(run_var: float, df: float, level: float = RUN_VAR_LEVEL) -> tuple[float, float]:
+    """The `level` chi-square interval of a variance estimated as `run_var` on `df` degrees of freedom."""
+    return tuple(float(run_var * df / chi2.ppf(q, df)) for q in ((1 + level) / 2, (1 - level) / 2))
+
+
 def power_of(contrast: MultiContrast, effect: float | None = None, assumed_run_var: float | None = None,
              alpha: float = 0.05, power: float = 0.8) -> Power:
     """The MDE of `contrast`'s design and the runs a side `effect` (e.g. the paper's) needs. With one run a side the
@@ -84,4 +94,6 @@ def power_of(contrast: MultiContrast, effect: float | None = None, assumed_run_v
     spread = SETTLED_Z * contrast.item_var_mc
     band = None if not np.isfinite(spread) else tuple(
         runs_needed(effect, run_var, max(0.0, contrast.item_var + s), alpha, power) for s in (-spread, spread))
-    return Power(found, needed, note, band)
+    span = None if not measured or not np.isfinite(contrast.run_df) else tuple(
+        runs_needed(effect, v, contrast.item_var, alpha, power) for v in run_var_interval(run_var, contrast.run_df))
+    return Power(found, needed, note, band, span)

@@ -111,7 +111,8 @@ def headline(findings: list[Finding]) -> dict[str, Any]:
 def details(tables: list[str], entries: list[Entry], findings: list[Finding]) -> dict[str, Any]:
     """`claims.json`: {table: {row key: {column: our cell and its floor}}} for measured cells, {"claims": {id: {text,
     summary, pairs: {name: contrast}}}} for every claim (`runs_needed`: a count, "inf" where no number of pretraining
-    runs decides the paper's effect at this scale, null where it is not sized), and {"familywise": {verdict: count}}:
+    runs decides the paper's effect at this scale, null where it is not sized; `runs_range`: the runs needed at the
+    ends of a measured between-run variance's interval), and {"familywise": {verdict: count}}:
     how many contrasts get each verdict read family-wise (Holm within each table; a pair outside a family keeps its
     own; a pair repeating another's models counted once)."""
     out: dict[str, Any] = {t: {} for t in tables}
@@ -130,7 +131,8 @@ def details(tables: list[str], entries: list[Entry], findings: list[Finding]) ->
                      "finetuning": p.budget, "paper_effect": _finite(p.paper),
                      "paper_vs_interval": p.paper_vs_interval, "compressed": p.compressed,
                      "reading": p.reading, "mde": _finite(p.mde), "paper_vs_mde": p.paper_vs_mde,
-                     "runs_needed": _runs(p), "power_note": p.power_note, "p_value": _resampled(p)[0],
+                     "runs_needed": _runs(p), "runs_range": list(map(int, p.runs_range)) if p.runs_range else None,
+                     "power_note": p.power_note, "p_value": _resampled(p)[0],
                      "holm_p": _finite(p.holm_p), "familywise": p.familywise or None, "mc_error": _resampled(p)[1],
                      "edge": p.edge, "same_model": p.same_as or None}
             for p in f.pairs}}

@@ -125,19 +125,26 @@ def interval(runs: Sequence[Columns], kind: str, metric: str, *, draws: int = 20
     return low, high
 
 
-def ratio_to_floor(run: Columns, floor: Columns, bound: float, *, draws: int = 2000, seed: int = 0,
+def ratio_to_floor(runs: Sequence[Columns], floor: Columns, bound: float, *, draws: int = 2000, seed: int = 0,
                    level: float = 0.95) -> Contrast:
-    """Held-out perplexity of one LM run over its floor's on the same positions (`lm` columns), with the bootstrap
-    interval over held-out instances, and the verdict on "at most `bound` times the floor's": reproduced (interval
-    below `bound`), contradicted (above it), unresolved (it straddles `bound`)."""
-    n = item_count("lm", "ppl", run)
+    """Held-out perplexity of an LM over its floor's on the same positions (`lm` columns): the mean over its
+    pretraining runs of each run's ratio, with the bootstrap interval over held-out instances and, with several runs,
+    over the runs too (each draw resamples both, as the Multi-Bootstrap does); the verdict on "at most `bound` times
+    the floor's": reproduced (interval below `bound`), contradicted (above it), unresolved (it straddles `bound`)."""
+    n = item_count("lm", "ppl", runs[0])
     nan = float("nan")
-    estimate = score("lm", "ppl", run) / score("lm", "ppl", floor) if n else nan
+    ratios = [score("lm", "ppl", run) / score("lm", "ppl", floor) for run in runs] if n else [nan]
+    estimate = float(np.mean(ratios))
     if not np.isfinite(estimate):
-        return Contrast(estimate, nan, nan, NOT_MEASURED, n, 1, 1)
-    both = bootstrap_scores("lm", "ppl", [run, floor], n, draws, np.random.default_rng(seed))
-    low, high = (float(q) for q in np.quantile(both[:, 0] / both[:, 1], [(1 - level) / 2, (1 + level) / 2]))
-    return Contrast(estimate, low, high, verdict_of(bound - estimate, bound - high, bound - low, True), n, 1, 1)
+        return Contrast(estimate, nan, nan, NOT_MEASURED, n, len(runs), 1)
+    rng = np.random.default_rng(seed)
+    both = bootstrap_scores("lm", "ppl", [*runs, floor], n, draws, rng)
+    drawn = both[:, :-1] / both[:, -1:]  # (draws, runs): each run's ratio on each draw's instances
+    if len(runs) > 1:
+        drawn = np.take_along_axis(drawn, rng.integers(0, len(runs), size=drawn.shape), axis=1)
+    low, high = (float(q) for q in np.quantile(drawn.mean(axis=1), [(1 - level) / 2, (1 + level) / 2]))
+    return Contrast(estimate, low, high, verdict_of(bound - estimate, bound - high, bound - low, True), n,
+                    len(runs), 1)
 
 
 def floor_status(
