@@ -92,6 +92,7 @@ def test_a_measured_between_run_variance_carries_its_interval_into_the_runs_need
     lo, hi = power.run_var_interval(c.run_var, 2)
     assert got.runs_range == (power.runs_needed(5.0, lo, c.item_var), power.runs_needed(5.0, hi, c.item_var))
     assert got.runs_range[0] <= got.runs_needed <= got.runs_range[1] and got.runs_range[0] < got.runs_range[1]
+    assert power.power_of(c, effect=0.01).runs_range is None  # under the items' noise: no number to range over
     unpaired = multi_bootstrap(a, b, "classification", "accuracy", paired=False, draws=4000)
     assert 2 <= unpaired.run_df <= 4  # Welch-Satterthwaite: between one side's and both sides' runs - 1
     one = multi_bootstrap(*(side[:1] for side in (a, b)), "classification", "accuracy", paired=True, draws=4000)

@@ -80,7 +80,7 @@ def _power(c: stats.Contrast, paper: float | None, run_sd: float | None,
     design = power.power_of(c, paper, alpha=alpha)
     sized = power.power_of(c, paper, None if run_sd is None else run_sd**2, alpha=alpha)
     notes = [design.note] if design.note else []
-    span = sized.runs_range if sized.runs_range and not math.isinf(sized.runs_needed) else None  # finite: both are
+    span = sized.runs_range
     if sized.runs_needed is not None:
         at = f"at the assumed between-run SD of {run_sd:g} " if sized.note == power.ASSUMED else ""
         runs = sized.runs_needed

@@ -40,7 +40,7 @@ class Power:
     runs_needed: float | None  # None: no effect to size
     note: str = ""
     runs_band: tuple[float, float] | None = None  # the runs needed at item_var -/+ SETTLED_Z Monte-Carlo SDs
-    runs_range: tuple[float, float] | None = None  # the runs needed at the ends of run_var's RUN_VAR_LEVEL interval
+    runs_range: tuple[float, float] | None = None  # finite runs needed at the ends of run_var's RUN_VAR_LEVEL interval
 
     @property
     def edge(self) -> bool:
@@ -94,6 +94,6 @@ def power_of(contrast: MultiContrast, effect: float | None = None, assumed_run_v
     spread = SETTLED_Z * contrast.item_var_mc
     band = None if not np.isfinite(spread) else tuple(
         runs_needed(effect, run_var, max(0.0, contrast.item_var + s), alpha, power) for s in (-spread, spread))
-    span = None if not measured or not np.isfinite(contrast.run_df) else tuple(
+    span = None if not measured or not np.isfinite(contrast.run_df) or math.isinf(needed) else tuple(
         runs_needed(effect, v, contrast.item_var, alpha, power) for v in run_var_interval(run_var, contrast.run_df))
     return Power(found, needed, note, band, span)
