@@ -29,7 +29,8 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab import kinds, settings, study
+from bertlab import kinds, layers, settings, study
+from bertlab.collisions import Models
 from bertlab.data.sources import MIRROR_ENV
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir
@@ -51,7 +52,8 @@ def conf_dir() -> Path:
 @dataclass(frozen=True)
 class Run:
     """One run of the pipeline: its stage, name and Hydra overrides; why the profile leaves it out (None: it runs);
-    the tables that use it (its W&B tags, the first its group); a training run's encoder."""
+    the tables that use it (its W&B tags, the first its group); a training run's encoder; where each override is
+    declared (`sources`, one per override: its provenance)."""
 
     stage: str
     name: str
@@ -59,6 +61,7 @@ class Run:
     not_run: str | None = None
     tags: tuple[str, ...] = ()
     encoder: str | None = None
+    sources: tuple[str, ...] = ()
 
 
 def corpus_preset(name: str) -> str:
@@ -76,36 +79,46 @@ def base_overrides(params: dict[str, Any]) -> list[str]:
 def runs(params: dict[str, Any], spec: dict[str, Any], policy: dict[str, Any]) -> Iterator[Run]:
     """Every run of the pipeline: the data stages, each encoder of the study `spec` (the `ablations` config), each
     cell of its tables and seed, the report; `policy` (`cells`: what the profile runs) says which it leaves out."""
-    base = base_overrides(params)
+    base = [(o, "params.yaml") for o in base_overrides(params)]
     for stage in ("download", "tokenizer", "pretrain_data"):
-        yield Run(stage, stage, base)
+        yield _run(stage, stage, base)
     for name, overrides in spec["encoders"].items():
         for seed in spec["pretrain_seeds"]:
-            yield Run("pretrain", study.pretrain_name(name, seed), [*base, f"name={name}", f"seed={seed}", *overrides],
-                      study.encoder_left_out(policy, name, seed, spec["pretrain_seeds"]),
-                      tuple(study.tables_using(spec, name)), name)
+            grid = [(f"name={name}", "the grid"), (f"seed={seed}", "ablations.pretrain_seeds")]
+            yield _run("pretrain", study.pretrain_name(name, seed),
+                       [*base, *grid, *[(o, f"ablations.encoders.{name}") for o in overrides]],
+                       study.encoder_left_out(policy, name, seed, spec["pretrain_seeds"]),
+                       tuple(study.tables_using(spec, name)), name)
     for cell in study.cells(spec):
-        overrides = [*base, f"name={cell.name}", f"finetune.encoder={cell.encoder}",
-                     f"finetune.pretrain_seed={cell.pretrain_seed}", f"task={cell.task}", f"seed={cell.seed}",
-                     *spec["modes"][cell.mode], *study.cell_overrides(policy, cell)]
-        yield Run("finetune", cell.name, overrides,
-                  study.cell_left_out(policy, cell, spec["seeds"], spec["pretrain_seeds"]), (cell.table,), cell.encoder)
-    yield Run("ablations", "ablations", base)
+        grid = [(f"name={cell.name}", "the grid"), (f"finetune.encoder={cell.encoder}", "the grid"),
+                (f"finetune.pretrain_seed={cell.pretrain_seed}", "ablations.pretrain_seeds"),
+                (f"task={cell.task}", f"ablations.tables.{cell.tables[0]}.tasks"), (f"seed={cell.seed}", "ablations.seeds")]
+        mode, profile = spec["modes"][cell.mode], study.cell_overrides(policy, cell)
+        where = f"ablations.cells.finetune.{cell.tables[0]}.{cell.task}"
+        layers.check_cell_overrides(cell.mode, mode, profile, where)
+        yield _run("finetune", cell.name, [*base, *grid, *[(o, f"ablations.modes.{cell.mode}") for o in mode],
+                                           *[(o, where) for o in profile]],
+                   study.cell_left_out(policy, cell, spec["seeds"], spec["pretrain_seeds"]), cell.tables, cell.encoder)
+    yield _run("ablations", "ablations", base)
+
+
+def _run(stage: str, name: str, labelled: layers.Labelled, not_run: str | None = None, tags: tuple[str, ...] = (),
+         encoder: str | None = None) -> Run:
+    return Run(stage, name, [o for o, _ in labelled], not_run, tags, encoder, tuple(w for _, w in labelled))
 
 
 def read_study(cfg: DictConfig, spec: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The study and what the profile runs of it (its `cells`), checked: `spec`, or the composed `cfg`'s `ablations`,
-    whose grid must then be the declaration file's, which dvc.yaml reads (a profile leaves runs out with `cells`, it
-    does not redraw the grid)."""
+    whose encoders must then be the declaration file's, which dvc.yaml reads as its stages (a profile may narrow or
+    widen the seeds, a table's tasks and rows, and leaves encoders out with `cells.skip`)."""
     composed = spec is None
     spec = OmegaConf.to_container(cfg.ablations, resolve=True) if composed else spec
     study.check(spec)
     if composed:
-        declared = study.grid(yaml.safe_load((conf_dir() / DECLARATION).read_text(encoding="utf-8")))
-        for key, value in study.grid(spec).items():
-            if value != declared[key]:
-                raise UserError(f"ablations.{key}: the profile {cfg.profile_name!r} changes its names, but dvc.yaml's "
-                                f"grid is conf/{DECLARATION}'s (a profile leaves runs out with `cells`)")
+        declared = yaml.safe_load((conf_dir() / DECLARATION).read_text(encoding="utf-8"))
+        if list(spec["encoders"]) != list(declared["encoders"]):
+            raise UserError(f"ablations.encoders: the profile {cfg.profile_name!r} changes their names, but dvc.yaml's "
+                            f"stages are conf/{DECLARATION}'s (a profile leaves encoders out with `cells.skip`)")
     policy = spec.get("cells") or {}
     study.check_policy(policy, spec)
     return spec, policy
@@ -124,6 +137,7 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"), atomic_dir(out) as tmp:
         study_cfg = _compose("the study", base_overrides(params))
         spec, policy = read_study(study_cfg, spec)
+        models = Models(spec)
         for run in runs(params, spec, policy):
             # the pipeline's own runs write its outputs, its report the committed reports/ (by hand: under out_dir)
             cfg = _compose(f"{run.stage} run {run.name!r}", [*run.overrides, *PIPELINE_OUTPUTS])
@@ -134,8 +148,12 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
                                         conf)
             except UserError as err:
                 raise UserError(f"{run.stage} run {run.name!r}: {err}") from err
+            models.add(run.stage, run.name, cfg, run.not_run is None)
             full = OmegaConf.to_container(cfg, resolve=True)
             full["not_run"] = run.not_run
+            if run.encoder:  # where each result setting's value came from (docs/design.md, "Which layer wins")
+                full["provenance"] = layers.provenance(conf, cfg, settings.RESULT_KEYS[run.stage],
+                                                       list(zip(run.overrides, run.sources, strict=True)))
             if "tags" in full["logger"]:
                 full["logger"]["tags"] = list(run.tags)
             full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{run.stage}/{run.name}"}, "output_subdir": None}
@@ -149,6 +167,7 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
             count += 1
+        models.check()
         for stage in GROUPS:  # each encoder's runs of a training stage: one Hydra multirun, a job a run
             for encoder in spec["encoders"]:
                 write_sweep(tmp / stage / encoder, stage, Path(study_cfg.data_dir) / "hydra" / stage / encoder)

@@ -27,7 +27,7 @@ class Cell:
     """One fine-tuning run of the grid: a table's row on one of its tasks, on one pretraining run of its encoder, with
     one fine-tuning seed."""
 
-    table: str
+    tables: tuple[str, ...]  # the tables that read it (a task may be a column of several: the cell runs once)
     task: str
     row: str  # <encoder>-<mode>
     pretrain_seed: int
@@ -69,20 +69,16 @@ def pretrain_encoder(run: str) -> str:
 
 
 def cells(study: dict[str, Any]) -> Iterator[Cell]:
-    """Every cell of every table, each pretraining run and fine-tuning seed."""
+    """Every cell of the tables, each pretraining run and fine-tuning seed, once (with every table that reads it)."""
+    readers: dict[tuple[str, str], list[str]] = {}
     for table, spec in study["tables"].items():
         for task in spec["tasks"]:
             for row in spec["rows"]:
-                for pretrain_seed in study["pretrain_seeds"]:
-                    for seed in study["seeds"]:
-                        yield Cell(table, task, row, pretrain_seed, seed)
-
-
-def grid(study: dict[str, Any]) -> dict[str, Any]:
-    """What dvc.yaml reads of a (checked) declaration: the encoders' names, the seeds, each table's tasks and rows."""
-    tables = {t: (spec["tasks"], list(spec["rows"])) for t, spec in study["tables"].items()}
-    return {"encoders": list(study["encoders"]), "pretrain_seeds": study["pretrain_seeds"], "seeds": study["seeds"],
-            "tables": tables}
+                readers.setdefault((task, row), []).append(table)
+    for (task, row), tables in readers.items():
+        for pretrain_seed in study["pretrain_seeds"]:
+            for seed in study["seeds"]:
+                yield Cell(tuple(tables), task, row, pretrain_seed, seed)
 
 
 def tables_using(study: dict[str, Any], encoder: str) -> list[str]:
@@ -111,8 +107,9 @@ def _overrides(study: dict[str, Any], key: str) -> None:
 
 def check(study: dict[str, Any]) -> None:
     """A one-line UserError for the first thing in the declaration that makes no grid: a name that is no path
-    component or holds `-`, a row whose encoder or mode is not declared, a task without a column, a cell in two
-    tables (its folder would have two writers)."""
+    component or holds `-`, a row whose encoder or mode is not declared, a task without a column, an encoder no
+    table has a row on (its stages would train what nothing reads), a twin that is no encoder. A cell of several
+    tables (a task that is a column of each, on one row) is one cell, trained once and read by each."""
     for key in ("encoders", "modes"):
         _overrides(study, key)
     for key in ("pretrain_seeds", "seeds"):
@@ -122,7 +119,6 @@ def check(study: dict[str, Any]) -> None:
             raise UserError(f"ablations.{key}={seeds!r}: expected a list of distinct integers >= 0")
     if not isinstance(study.get("tables"), dict):
         raise UserError("ablations.tables: expected tables, each with tasks and rows")
-    owner: dict[tuple[str, str], str] = {}
     for table, spec in study["tables"].items():
         where = f"ablations.tables.{_name(table, 'ablations.tables')}"
         if not (isinstance(spec, dict) and isinstance(spec.get("tasks"), list) and isinstance(spec.get("rows"), dict)):
@@ -136,11 +132,17 @@ def check(study: dict[str, Any]) -> None:
                 if part not in study[key]:
                     raise UserError(f"{where}.rows: {row!r} is not <encoder>-<mode> of ablations.{key} "
                                     f"({', '.join(study[key])})")
-            for task in spec["tasks"]:
-                if (task, row) in owner:
-                    raise UserError(f"{where}: {task} x {row} is a cell of {owner[task, row]} too (a cell is one "
-                                    "table's: its stage writes its folder)")
-                owner[task, row] = table
+    for encoder in study["encoders"]:
+        if not tables_using(study, encoder):
+            raise UserError(f"ablations.encoders.{encoder}: no table has a row on it (its stages would pretrain what "
+                            "nothing reads): give it a row, or remove it")
+    twins = study.get("twins") or {}
+    if not isinstance(twins, dict):
+        raise UserError(f"ablations.twins={twins!r}: expected encoders, each -> the encoder whose model it may be")
+    for twin, of in twins.items():
+        if twin not in study["encoders"] or of not in study["encoders"] or twin == of:
+            raise UserError(f"ablations.twins: {twin}: {of} is not two encoders of ablations.encoders (an encoder -> "
+                            "the encoder whose model it may be)")
 
 
 def check_policy(policy: dict[str, Any], study: dict[str, Any]) -> None:
@@ -170,8 +172,9 @@ def check_policy(policy: dict[str, Any], study: dict[str, Any]) -> None:
     for task, n in seeds.items():
         if task != "default" and task not in tasks:
             raise UserError(f"ablations.cells.seeds.{task}: not a task of ablations.columns")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise UserError(f"ablations.cells.seeds.{task}={n!r}: expected a count >= 1 (leave a task out with skip)")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(study["seeds"]):
+            raise UserError(f"ablations.cells.seeds.{task}={n!r}: expected a count from 1 to {len(study['seeds'])} "
+                            "(ablations.seeds; leave a task out with skip)")
     for name, why in skip.items():
         if name not in tasks and name not in study["encoders"]:
             raise UserError(f"ablations.cells.skip.{name}: not a task of ablations.columns nor an encoder of "
@@ -201,8 +204,16 @@ def encoder_left_out(policy: dict[str, Any], encoder: str, seed: int, seeds: lis
 
 def cell_overrides(policy: dict[str, Any], cell: Cell) -> list[str]:
     """The profile's Hydra overrides of `cell`'s fine-tuning (`cells.finetune.<table>.<task>`: a budget set where its
-    claims are decided), after its mode's."""
-    return list(((policy.get("finetune") or {}).get(cell.table) or {}).get(cell.task) or [])
+    claims are decided), after its mode's; a UserError where two tables that read the cell give it different ones
+    (it is trained once)."""
+    given = {t: list(((policy.get("finetune") or {}).get(t) or {}).get(cell.task) or []) for t in cell.tables}
+    first = cell.tables[0]
+    for table, overrides in given.items():
+        if overrides != given[first]:
+            raise UserError(f"ablations.cells.finetune: {cell.task} x {cell.row} is a cell of {first} and {table}, "
+                            f"which give it {given[first]} and {overrides}: it is trained once, for every table that "
+                            "reads it (give both the same)")
+    return given[first]
 
 
 def cell_left_out(policy: dict[str, Any], cell: Cell, seeds: list[int], pretrain_seeds: list[int]) -> str | None:
@@ -213,10 +224,10 @@ def cell_left_out(policy: dict[str, Any], cell: Cell, seeds: list[int], pretrain
         return f"{cell.task}: {skip[cell.task]}"
     if why := encoder_left_out(policy, cell.encoder, cell.pretrain_seed, pretrain_seeds):
         return why
-    runs = (policy.get("pretrain_seeds") or {}).get(cell.table, len(pretrain_seeds))
+    runs = max((policy.get("pretrain_seeds") or {}).get(t, len(pretrain_seeds)) for t in cell.tables)
     if pretrain_seeds.index(cell.pretrain_seed) >= runs:
-        return (f"pretraining seed {cell.pretrain_seed}: {cell.table}'s cells run on the first {runs} of "
-                "ablations.pretrain_seeds (ablations.cells.pretrain_seeds)")
+        return (f"pretraining seed {cell.pretrain_seed}: {' and '.join(cell.tables)}'s cells run on the first {runs} "
+                "of ablations.pretrain_seeds (ablations.cells.pretrain_seeds)")
     n = counts.get(cell.task, counts.get("default", len(seeds)))
     if seeds.index(cell.seed) >= n:
         return f"seed {cell.seed}: {cell.task} runs the first {n} of ablations.seeds (ablations.cells.seeds)"
