@@ -58,6 +58,8 @@ class Models:
             self.encoders[encoder, seed] = json.dumps(values, sort_keys=True, default=str)
             self.shapes[encoder] = "/".join(str(cfg.model[k]) for k in ("num_layers", "hidden_size", "num_heads"))
         else:
+            if not self.cells:  # every encoder's runs are in: refuse colliding encoders before composing the cells
+                self._check_encoders()
             for key in CELL_NAMES:
                 _drop(values, f"finetune.{key}")
             ft = cfg.finetune
@@ -71,6 +73,20 @@ class Models:
 
     def check(self) -> None:
         """A one-line UserError for the first two encoders, rows or claim sides that are one model."""
+        self._check_encoders()
+        cells: dict[str, str] = {}
+        for name, model in self.cells.items():
+            if name not in self.running:
+                continue
+            other = cells.setdefault(model, name)
+            (a, ra), (b, rb) = ((study.split_row(_row(n))[0], _row(n)) for n in (other, name))
+            if ra != rb and not (a != b and self.twin(a, b)):
+                raise UserError(f"ablations.tables: rows {ra} and {rb} compose to one fine-tuning run ({other} = "
+                                f"{name}): make their modes or encoders differ, or remove one")
+        for claim in self.spec.get("claims") or []:
+            self._check_claim(claim)
+
+    def _check_encoders(self) -> None:
         seen: dict[str, str] = {}
         for (encoder, seed), model in self.encoders.items():
             run = study.pretrain_name(encoder, seed)
@@ -83,17 +99,6 @@ class Models:
                     f"{self.shapes[encoder]} layers/hidden/heads, the same objective and pretraining settings): a "
                     "claim between them would compare a model with itself; make them differ, leave one out "
                     "(ablations.cells.skip), or declare one the other's twin (ablations.twins)")
-        cells: dict[str, str] = {}
-        for name, model in self.cells.items():
-            if name not in self.running:
-                continue
-            other = cells.setdefault(model, name)
-            (a, ra), (b, rb) = ((study.split_row(_row(n))[0], _row(n)) for n in (other, name))
-            if ra != rb and not (a != b and self.twin(a, b)):
-                raise UserError(f"ablations.tables: rows {ra} and {rb} compose to one fine-tuning run ({other} = "
-                                f"{name}): make their modes or encoders differ, or remove one")
-        for claim in self.spec.get("claims") or []:
-            self._check_claim(claim)
 
     def _check_claim(self, claim: dict[str, Any]) -> None:
         sides = [[s] if isinstance(s, str) else list(s or []) for s in (claim.get("better"), claim.get("than"))]

@@ -43,7 +43,7 @@ from bertlab.data.instances import (
 from bertlab.data.masking import PretrainingCollator, continuation_table
 from bertlab.data.reference import create_reference_nsp_instances, create_reference_packed_instances
 from bertlab.data.shards import map_shards, merge, save_shard, shard_texts
-from bertlab.data.task_text import added_documents
+from bertlab.task_text import added_documents
 
 log = logging.getLogger(__name__)
 

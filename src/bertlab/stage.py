@@ -156,9 +156,10 @@ def quiet_notices() -> None:
 
 def follow_params(argv: list[str], params: Path = Path("params.yaml")) -> list[str]:
     """`argv` of a run by hand (its config composed from conf/, not one `configs` wrote) with the profile of
-    `params.yaml` (in the working directory), where the command line names none; says so in one line."""
+    `params.yaml` (in the working directory), where the command line names none; says so in one line. Its --help too
+    shows that profile's values."""
     config_flags = ("-cd", "--config-dir", "-cp", "--config-path", "-cn", "--config-name")
-    if any(a.startswith(config_flags) or re.match(r"[+~]*profile=", a) or a in ("-h", "--help") for a in argv):
+    if any(a.startswith(config_flags) or re.match(r"[+~]*profile=", a) for a in argv):
         return argv
     try:
         profile = yaml.safe_load(params.read_text(encoding="utf-8"))["profile"]

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from bertlab import stage
 from bertlab.data.corpus import TextColumn, heldout_split, sample_documents
-from bertlab.data.task_text import added_documents
+from bertlab.task_text import added_documents
 from bertlab.data.vocab import CLS_ID, CONTINUATION_PREFIX, SEP_ID, SPECIAL_TOKENS
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir, require

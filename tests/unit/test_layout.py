@@ -70,8 +70,14 @@ def dvc_stages() -> dict[str, tuple[str, set[str]]]:
     for name, stage in yaml.safe_load((SRC.parent / "dvc.yaml").read_text())["stages"].items():
         body = stage.get("do", stage)  # a foreach stage keeps its definition under `do`
         (module,) = re.findall(r"python -m (bertlab\.\w+)", body["cmd"])
-        found[name] = module, {d for d in body["deps"] if d.startswith("src/")}
+        found[name] = module, {f for d in body["deps"] if d.startswith("src/") for f in files(d)}
     return found
+
+
+def files(dep: str) -> list[str]:
+    """The source files a code dep stands for: a folder (DVC hashes all of it) its modules, a file itself."""
+    path = SRC.parent / dep
+    return sorted(str(p.relative_to(SRC.parent)) for p in path.rglob("*.py")) if path.is_dir() else [dep]
 
 
 def has_code(path: Path) -> bool:

@@ -6,7 +6,7 @@ import datasets
 import pytest
 from hydra import compose, initialize_config_dir
 
-from bertlab.data.task_text import added_documents, task_documents
+from bertlab.task_text import added_documents, task_documents
 from bertlab.data.tasks import Task
 from bertlab.errors import UserError
 from bertlab.stage import CONF_DIR

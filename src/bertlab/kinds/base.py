@@ -123,7 +123,8 @@ class Scored(ABC):
 
     name: str
     metrics: tuple[str, ...]  # the metrics, 0-100 (perplexity raw), as its evaluator reports them
-    correlated = False
+    lower_is_better: tuple[str, ...] = ()  # its metrics where less is better (an error, a perplexity): the report's
+    correlated = False                     # verdicts read each metric's direction here
 
     def item_count(self, metric: str, cols: Columns) -> int:
         return len(cols["pred"])

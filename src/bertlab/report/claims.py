@@ -55,14 +55,19 @@ def contrast(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, 
 
 
 def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, Any]) -> tuple[stats.Contrast, str]:
-    """A - B by the Multi-Bootstrap over each cell's pretraining runs (`runs_a`, `runs_b`), paired where both ran the
-    same pretraining seeds, with the draws' SD, p-value and Monte-Carlo error; or "not measured" with the reason."""
+    """A - B by the Multi-Bootstrap over each cell's pretraining runs (`runs_a`, `runs_b`), paired on the pretraining
+    seeds both ran (the others of a side drawn apart), with the draws' SD, p-value and Monte-Carlo error; or "not
+    measured" with the reason."""
     nan, why = math.nan, _unmeasured(a, b, a_label, b_label)
     if why:
         return stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, len(set(a.pretrain_seeds)),
                               len(set(b.pretrain_seeds))), why
-    paired = sorted(set(a.pretrain_seeds)) == sorted(set(b.pretrain_seeds))
-    result = multi_bootstrap(a.groups, b.groups, a.kind, a.metric, paired=paired, **resampling(bootstrap))
+    seeds = [sorted(set(c.pretrain_seeds)) for c in (a, b)]
+    both = [s for s in seeds[0] if s in seeds[1]]
+    groups = [[g for s in [*both, *(s for s in mine if s not in both)] for g, t in zip(c.groups, mine) if t == s]
+              for c, mine in zip((a, b), seeds)]  # the shared seeds first, in one order on both sides
+    result = multi_bootstrap(*groups, a.kind, a.metric, paired=seeds[0] == seeds[1], shared=len(both),
+                             **resampling(bootstrap))
     if result.verdict in (stats.REPRODUCED, stats.CONTRADICTED) and not result.settled:
         result = replace(result, verdict=stats.UNRESOLVED)  # an end the bootstrap's own seed could move across 0
     return result, "" if result.verdict != stats.NOT_MEASURED else "the metric is not finite"

@@ -5,7 +5,8 @@ Input: each side a sequence of pretraining runs, each a sequence of its fine-tun
 
 A draw resamples, with replacement, (a) the pretraining runs: one draw of run indices for both sides when `paired`
 (run r of A and of B share pretraining seed r's initialisation and data order; equal run counts), an independent
-draw per side otherwise; (b) within each drawn run, its fine-tuning seeds (afresh for every drawn run); (c) the dev
+draw per side otherwise; where only the first `shared` runs of each side share their seeds (a side ran more), those
+are drawn once for both sides and each side's others apart (so more runs on one side never lose the pairing); (b) within each drawn run, its fine-tuning seeds (afresh for every drawn run); (c) the dev
 items, one draw for every seed of every run of both sides. A seed's score is the corpus-level metric recomputed on the
 drawn items (`stats.bootstrap_scores`: means, F1s, Matthews, correlations, perplexity alike); a run's is the mean over
 its drawn seeds, a side's the mean over its drawn runs, the draw's value A - B. The estimate is the same on all items
@@ -81,12 +82,17 @@ class MultiContrast(stats.Contrast):
 
 
 def multi_bootstrap(
-    a: Runs, b: Runs, kind: str, metric: str, *, paired: bool, draws: int = DRAWS, seed: int = 0, level: float = 0.95
+    a: Runs, b: Runs, kind: str, metric: str, *, paired: bool, draws: int = DRAWS, seed: int = 0, level: float = 0.95,
+    shared: int | None = None,
 ) -> MultiContrast:
-    """Multi-Bootstrap of `metric`(A) - `metric`(B) over pretraining runs, fine-tuning seeds and items."""
+    """Multi-Bootstrap of `metric`(A) - `metric`(B) over pretraining runs, fine-tuning seeds and items; `shared`: how
+    many leading runs of each side share their pretraining seeds, drawn paired (None: all where `paired`, else none)."""
     stats.check_metric(kind, metric)
     if paired and len(a) != len(b):
         raise ValueError(f"multi_bootstrap: paired sides need as many runs each, not {len(a)} and {len(b)}")
+    shared = (len(a) if paired else 0) if shared is None else shared
+    if not 0 <= shared <= min(len(a), len(b)):
+        raise ValueError(f"multi_bootstrap: {shared} shared runs, but the sides have {len(a)} and {len(b)}")
     if any(not run for run in (*a, *b)):
         raise ValueError("multi_bootstrap: a pretraining run without fine-tuning seeds")
     cols = [c for side in (a, b) for run in side for c in run]
@@ -100,8 +106,7 @@ def multi_bootstrap(
         return _not_measured(estimate, n, a, b, paired, scores)
 
     rng = np.random.default_rng(seed)
-    runs_a = rng.integers(0, len(a), size=(draws, len(a)))
-    picks = [runs_a, runs_a if paired else rng.integers(0, len(b), size=(draws, len(b)))]
+    picks = _run_picks(rng, draws, len(a), len(b), shared)
     seeds = [rng.integers(0, np.array([len(r) for r in side])[p][..., None], size=(*p.shape, max(map(len, side))))
              for side, p in zip((a, b), picks)]
     per_seed = stats.bootstrap_scores(kind, metric, cols, n, draws, rng)  # (draws, every seed of A's runs then B's)
@@ -127,6 +132,15 @@ def mc_error(draws: np.ndarray, q: float) -> float:
     spread = np.sqrt(len(draws) * q * (1 - q))
     lo, hi = np.quantile(draws, np.clip([q - spread / len(draws), q + spread / len(draws)], 0, 1))
     return float((hi - lo) / 2)
+
+
+def _run_picks(rng: np.random.Generator, draws: int, n_a: int, n_b: int, shared: int) -> list[np.ndarray]:
+    """Each side's drawn runs (draws, runs): its first `shared` runs drawn once for both sides, its others apart."""
+    def draw(lo: int, hi: int) -> np.ndarray:
+        return lo + rng.integers(0, hi - lo, size=(draws, hi - lo)) if hi > lo else np.empty((draws, 0), np.int64)
+
+    both = draw(0, shared)
+    return [np.concatenate([both, draw(shared, n)], axis=1) for n in (n_a, n_b)]
 
 
 def _side(per_seed: np.ndarray, first: np.ndarray, runs: np.ndarray, seeds: np.ndarray) -> np.ndarray:

@@ -37,6 +37,7 @@ class HeldOut(Scored):
 
     name = "lm"
     metrics = ("ppl",)
+    lower_is_better = ("ppl",)
 
     def item_count(self, metric: str, cols: Columns) -> int:
         return len(cols["count"])
@@ -68,8 +69,8 @@ class Contrast:
 
 
 def higher_is_better(metric: str) -> bool:
-    """Perplexity is the one metric where lower is better."""
-    return metric != "ppl"
+    """Whether more is better for `metric`: as the kind that scores it says (`Scored.lower_is_better`)."""
+    return not any(metric in scored.lower_is_better for scored in SCORED.values())
 
 
 def score(kind: str, metric: str, cols: Columns, idx: np.ndarray | None = None) -> float:
