@@ -22,6 +22,7 @@ DECLARED: dict = yaml.safe_load((Path(CONF_DIR) / "ablations" / "default.yaml").
 SPEC = DECLARED | {
     "encoders": {"bert": ["objective=mlm_nsp"], "ltr": ["objective=ltr"]},
     "modes": {"finetune": [], "sum_all": ["finetune.mode=feature_based", "finetune.features=sum_all"]},
+    "twins": {},
     "pretrain_seeds": [1, 2],
     "seeds": [1, 2, 3],
     "tables": {"table5": {"tasks": ["sst2", "mrpc"], "rows": {"bert-finetune": {}, "ltr-finetune": {}}},
@@ -103,9 +104,9 @@ def test_the_profile_sets_a_tables_budget_on_its_tasks_cells_only() -> None:
     ({"tables": {"t": {"tasks": ["sst2"], "rows": {"nonsp-finetune": {}}}}},
      "'nonsp-finetune' is not <encoder>-<mode> of ablations.encoders (bert, ltr)"),
     ({"tables": {"t": {"tasks": ["nope"], "rows": {}}}}, "ablations.tables.t.tasks: 'nope' has no entry in"),
-    ({"tables": {"a": {"tasks": ["sst2"], "rows": {"bert-finetune": {}}},
-                 "b": {"tasks": ["sst2", "mrpc"], "rows": {"bert-finetune": {}}}}},
-     "ablations.tables.b: sst2 x bert-finetune is a cell of a too"),
+    ({"tables": {"a": {"tasks": ["sst2"], "rows": {"bert-finetune": {}}}}},
+     "ablations.encoders.ltr: no table has a row on it (its stages would pretrain what nothing reads)"),
+    ({"twins": {"ltr": "nonsp"}}, "ablations.twins: ltr: nonsp is not two encoders of ablations.encoders"),
     ({"encoders": {"my-bert": []}}, "ablations.encoders: 'my-bert' is not a name"),
     ({"seeds": [1, 1]}, "ablations.seeds=[1, 1]: expected a list of distinct integers"),
     ({"pretrain_seeds": []}, "ablations.pretrain_seeds=[]: expected a list of distinct integers"),
@@ -117,7 +118,8 @@ def test_a_declaration_that_makes_no_grid_is_one_line_naming_it(change: dict, me
 
 @pytest.mark.parametrize(("policy", "message"), [
     ({"seeds": {"nope": 2}}, "ablations.cells.seeds.nope: not a task of ablations.columns"),
-    ({"seeds": {"sst2": 0}}, "ablations.cells.seeds.sst2=0: expected a count >= 1"),
+    ({"seeds": {"sst2": 0}}, "ablations.cells.seeds.sst2=0: expected a count from 1 to 3 (ablations.seeds"),
+    ({"seeds": {"sst2": 4}}, "ablations.cells.seeds.sst2=4: expected a count from 1 to 3 (ablations.seeds"),
     ({"pretrain_seeds": {"nonsp": 1}}, "ablations.cells.pretrain_seeds.nonsp: not an encoder of ablations.encoders "
                                        "nor a table"),
     ({"pretrain_seeds": {"bert": 3}}, "ablations.cells.pretrain_seeds.bert=3: expected a count from 1 to 2"),
@@ -183,11 +185,14 @@ def test_an_encoders_multirun_composes_each_cell_as_its_own_config(tmp_path: Pat
     assert job.hydra.sweep.dir.endswith("hydra/pretrain/ltr") and job.hydra.sweep.subdir == "ltr-2"
 
 
-def test_a_profile_that_redraws_the_grid_is_refused() -> None:
+def test_a_profile_that_renames_the_encoders_is_refused() -> None:
+    """dvc.yaml's stages are the declaration's encoders; seeds and tables a profile may set (`test_grids`)."""
     from bertlab.configs import read_study
 
-    cfg = compose_with("profile=smoke", "ablations.seeds=[1]")
-    with pytest.raises(UserError, match=r"ablations.seeds: the profile 'smoke' changes its names, but dvc.yaml's"):
+    cfg = compose_with("profile=smoke", "~ablations.encoders.scratch", "~ablations.tables.table5.rows.scratch-finetune",
+                       "~ablations.tables.table7.rows.scratch-finetune", "~ablations.tables.probes.rows.scratch-probe",
+                       "~ablations.claims")
+    with pytest.raises(UserError, match=r"ablations.encoders: the profile 'smoke' changes their names, but dvc.yaml"):
         read_study(cfg)
     spec, policy = read_study(compose_with("profile=smoke"))
     assert spec["tables"] == DECLARED["tables"] and policy == DECLARED["cells"] == POLICY
@@ -227,7 +232,8 @@ def test_every_profile_composes(profile: str) -> None:
 
 def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="pretrain run 'bad-1'"):
-        write_all(PARAMS, tmp_path / "configs", SPEC | {"encoders": {"bad": ["objective=nonsense"]}, "tables": {}})
+        write_all(PARAMS, tmp_path / "configs", SPEC | {"encoders": {"bad": ["objective=nonsense"]},
+                                                        "tables": {"t": {"tasks": [], "rows": {"bad-finetune": {}}}}})
     assert not (tmp_path / "configs").exists()
 
 
@@ -238,7 +244,7 @@ def test_the_key_holds_the_global_batch_not_how_devices_split_it(tmp_path: Path)
         "accumulated": ["impl.max_device_batch=4"], "bigger": ["pretrain.batch_size=32"],
     }.items():
         write_all(PARAMS, tmp_path / name, SPEC | {"encoders": {"bert": ["objective=mlm_nsp", *overrides]},
-                                                   "tables": {}})
+                                                   "tables": {"t": {"tasks": [], "rows": {"bert-finetune": {}}}}})
         cfg = compose_with("profile=smoke", *overrides)
         keys[name] = ((tmp_path / name / "pretrain/bert/keys/bert-1.yaml").read_text(), pretrain_key(cfg, []))
     assert keys["one"] == keys["two"] == keys["nodes"] == keys["accumulated"]  # key file and run key alike

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig, OmegaConf
 
 from bertlab.errors import UserError
 from bertlab.kinds import KINDS
@@ -101,28 +100,6 @@ def test_every_preset_named_by_a_shape_has_it() -> None:
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             m = compose(config_name="config", overrides=["profile=cpu", f"model={name}"]).model  # depth 3, width 4
         assert (m.name, m.num_layers, m.hidden_size, m.num_heads) == (name, max(1, layers // 3), hidden // 4, heads)
-
-
-@pytest.mark.parametrize("profile", ["smoke", "cpu"])  # the profiles that shrink the paper's shapes
-def test_a_profile_keeps_the_studys_distinct_model_shapes_distinct(profile: str) -> None:
-    """Each encoder of the study at `profile` and at the paper's scale: two encoders of different shapes at the
-    paper's scale have different (layers, hidden, heads) at the profile's, so no table compares a model with itself
-    (smoke's scale once made Table 6's 3 and 6 layers both 1)."""
-    def shape(cfg: DictConfig) -> tuple[int, int, int]:
-        return cfg.model.num_layers, cfg.model.hidden_size, cfg.model.num_heads
-
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        encoders = compose(config_name="config", overrides=[f"profile={profile}"]).ablations.encoders
-        composed = {name: compose(config_name="config", overrides=[f"profile={profile}", *overrides])
-                    for name, overrides in encoders.items()}
-    scaled = {name: shape(cfg) for name, cfg in composed.items()}
-    paper = {name: shape(OmegaConf.merge(cfg, {"model_scale": {"depth": 1, "width": 1}}))
-             for name, cfg in composed.items()}
-    assert len(set(paper.values())) == 6  # Table 6's six sizes (Table 5's encoders are its 12/768/12)
-    assert len(set(scaled.values())) == len(set(paper.values()))
-    assert {(paper[a] == paper[b]) == (scaled[a] == scaled[b]) for a in encoders for b in encoders} == {True}
-    assert scaled["L3_H768_A12"][0] < scaled["L6_H768_A12"][0] < scaled["L12_H768_A12"][0] < scaled[
-        "L24_H1024_A16"][0]  # the depths in the paper's order
 
 
 @pytest.mark.parametrize(("edit", "message"), [
