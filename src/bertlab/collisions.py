@@ -101,8 +101,10 @@ class Models:
                     "(ablations.cells.skip), or declare one the other's twin (ablations.twins)")
 
     def _check_claim(self, claim: dict[str, Any]) -> None:
-        sides = [[s] if isinstance(s, str) else list(s or []) for s in (claim.get("better"), claim.get("than"))]
-        tasks = self.spec["tables"].get(claim.get("table"), {}).get("tasks", [])
+        rows = self.spec["tables"].get(claim.get("table"), {}).get("rows", {})
+        sides = [[s for s in ([s] if isinstance(s, str) else list(s or [])) if s in rows]  # the report checks the rest
+                 for s in (claim.get("better"), claim.get("than"))]
+        tasks = self.spec["tables"][claim["table"]]["tasks"] if rows else []
         seed, first = self.spec["pretrain_seeds"][0], self.spec["seeds"][0]
         for a in sides[0]:
             for b in sides[1]:
