@@ -16,13 +16,25 @@ draw for draw. Resampling both runs and items counts their interaction (a run's 
 many items, and a handful of runs errs narrow ((R - 1) / R of their variance); at 5 runs a side and runs agreeing on
 ~90% of the items it covers the effect in 94.7% of 2,200 simulated studies (tests/unit/test_multiboot.py's model).
 
-p-value (two-sided, of "A - B = 0"): 2 min(#{d <= 0} + 1, #{d >= 0} + 1) / (B + 1), at most 1, over the B draws d.
-Monte-Carlo error of an interval end, the q-quantile of B draws: the number of draws below the true quantile is
+The interval with several pretraining runs a side (`t_interval`): a percentile bootstrap over 3 clusters cannot be as
+wide as a t-quantile on 2 degrees of freedom (the small-sample problem of cluster bootstraps; at the default's 3 runs a
+side it covered 75-92% where the runs vary, tests/unit/test_coverage.py), so the interval is A - B -/+ t_{df} SE, SE^2 =
+item_var + run_part, on the Multi-Bootstrap's own variance parts: run_part, the run scores' variance of the mean
+(the paired margins' variance / R; unpaired, each side's over its runs, summed), on run_df degrees of freedom, and
+item_var (below), on n_items - 1; df by Welch-Satterthwaite over the two. Where the runs agree, df is large and the
+interval the item noise's normal one; where they dominate, it is a t interval on R - 1 degrees of freedom. Its p-value
+(of "A - B = 0") is the same t's. Both read item_var on its fixed stream, so they are a function of the evidence, not
+of the bootstrap's seed; their Monte-Carlo error is item_var's (`item_var_mc`): an end's is t_{df} item_var_mc / (2 SE).
+With one run a side the interval is the draws' percentiles, as `stats.compare`'s, and its p-value
+2 min(#{d <= 0} + 1, #{d >= 0} + 1) / (B + 1), at most 1, over the B draws d: at its floor 2 / (B + 1) it says only
+"below that" (`p_floor`).
+Monte-Carlo error of a percentile end, the q-quantile of B draws: the number of draws below the true quantile is
 Binomial(B, q), so half the spread between the order statistics at ranks Bq -/+ sqrt(Bq(1 - q)) is its SD.
 Whether the verdict keeps to the bootstrap's seed (`settled`) is read on the same counts, in draws rather than in
 points, which holds where the metric is discrete (many draws on one value, where the order statistics' spread reads
 0): another seed draws Binomial(B, share) below 0, so an end changes sides (or sits on 0) only where its rank, Bq or
-B(1 - q), comes within `SETTLED_Z` binomial SDs of the counts of draws below 0 and at or below 0.
+B(1 - q), comes within `SETTLED_Z` binomial SDs of the counts of draws below 0 and at or below 0. A t interval's end
+keeps its side where it lies more than `SETTLED_Z` Monte-Carlo errors from 0.
 Variance parts (for `bertlab.report.power`): `run_var`, the between-run variance of one pair of runs' margin (the
 variance of the paired margins, or the sum of the sides' variances of run scores), an estimate on `run_df` degrees of
 freedom (2 with three paired runs: rough); `item_var`, the variance of the
@@ -38,16 +50,20 @@ boundary as an edge.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import chi2
+from scipy.stats import t as student
 
 from bertlab.report import stats
 
 DRAWS = 10_000  # Monte-Carlo error of an interval end ~1% of the interval's width: verdicts keep to the seed
 ITEM_VAR_SEED = 55  # the item variance's own stream: the same for every bootstrap seed
 ITEM_VAR_BATCHES = 10  # batch means for item_var's Monte-Carlo SD
+DF_BOUND = 0.8  # the run part's upper confidence bound that Satterthwaite's df reads (`satterthwaite`)
 SETTLED_Z = 3.0  # an end this many binomial SDs (in draws) from 0 keeps its side of 0 under another bootstrap seed
 
 Runs = Sequence[Sequence[stats.Columns]]  # pretraining runs, each its fine-tuning seeds' per-item columns
@@ -58,7 +74,7 @@ class MultiContrast(stats.Contrast):
     """A - B over pretraining runs (`runs_a`, `runs_b` count them), its Multi-Bootstrap interval and verdict."""
 
     paired: bool
-    se: float  # SD of the draws
+    se: float  # the estimate's SE: sqrt(item_var + run_part) with a t interval, else the draws' SD
     p_value: float
     mc_error: float  # the larger Monte-Carlo SD of the interval's two ends
     scores_a: tuple[float, ...]  # each pretraining run's score: the mean over its seeds, on all items
@@ -69,11 +85,21 @@ class MultiContrast(stats.Contrast):
     level: float = 0.95  # the interval's
     item_var_mc: float = float("nan")  # Monte-Carlo SD of item_var
     run_df: float = float("nan")  # run_var's degrees of freedom (runs - 1 paired; Welch-Satterthwaite unpaired)
+    df: float = float("nan")  # the t interval's (Welch-Satterthwaite); NaN: the draws' percentile interval
+    p_band: tuple[float, float] = (float("nan"), float("nan"))  # the p-value -/+ SETTLED_Z Monte-Carlo SDs
+
+    @property
+    def p_floor(self) -> bool:
+        """Whether the p-value is the smallest the draws can show (2 / (B + 1)): the true one is below it."""
+        return bool(np.isnan(self.df) and len(self.draws) and self.p_value <= 2 / (len(self.draws) + 1))
 
     @property
     def settled(self) -> bool:
-        """The verdict keeps to the bootstrap's seed: each end's rank (Bq, B(1 - q); q = (1 - level) / 2) lies more
-        than `SETTLED_Z` binomial SDs outside [#draws < 0, #draws <= 0], where that end would sit on 0 or cross it."""
+        """The verdict keeps to the bootstrap's seed: a t interval's ends lie more than `SETTLED_Z` Monte-Carlo errors
+        from 0 (or on 0 with none); a percentile end's rank (Bq, B(1 - q); q = (1 - level) / 2) lies more than
+        `SETTLED_Z` binomial SDs outside [#draws < 0, #draws <= 0], where that end would sit on 0 or cross it."""
+        if not np.isnan(self.df):
+            return bool(min(abs(self.low), abs(self.high)) > SETTLED_Z * self.mc_error)
         n, q = len(self.draws), (1 - self.level) / 2
         below, upto = np.count_nonzero(self.draws < 0), np.count_nonzero(self.draws <= 0)
         margin = SETTLED_Z * np.sqrt(n * q * (1 - q))
@@ -109,17 +135,78 @@ def multi_bootstrap(
     first_b = first_a[-1] + np.cumsum([0] + [len(r) for r in b])
     diff = _side(per_seed, first_a, picks[0], seeds[0]) - _side(per_seed, first_b, picks[1], seeds[1])
     ends = ((1 - level) / 2, (1 + level) / 2)
-    low, high = (float(q) for q in np.quantile(diff, ends))
-    verdict = stats.verdict_of(estimate, low, high, stats.higher_is_better(metric))
-    tail = int(min(np.count_nonzero(diff <= 0), np.count_nonzero(diff >= 0))) + 1
     fixed = stats.bootstrap_scores(kind, metric, cols, n, draws, np.random.default_rng(ITEM_VAR_SEED))
     run_scores = [_run_scores(fixed, first) for first in (first_a, first_b)]
+    item_var = _item_var(*run_scores, paired)
+    item_mc = _batch_sd([_item_var(a_rows, b_rows, paired) for a_rows, b_rows in
+                         zip(*(np.array_split(side, ITEM_VAR_BATCHES) for side in run_scores))])
+    part, part_df = run_part(*scores, paired)
+    if np.isfinite(part):
+        low, high, se, df = t_interval(estimate, item_var, part, part_df, n, level)
+        p_value = t_p_value(estimate, item_var, part, part_df, n)
+        spread = SETTLED_Z * item_mc
+        p_band = tuple(sorted(float(t_p_value(estimate, max(0.0, item_var + s), part, part_df, n))
+                              for s in (-spread, spread)))  # not monotone: df grows with item_var
+        error = float(student.ppf(ends[1], df) * item_mc / (2 * se)) if se > 0 else 0.0
+        low, high, se, df, p_value = (float(v) for v in (low, high, se, df, p_value))
+    else:
+        low, high = (float(q) for q in np.quantile(diff, ends))
+        tail = int(min(np.count_nonzero(diff <= 0), np.count_nonzero(diff >= 0))) + 1
+        p_value, se, df = min(1.0, 2 * tail / (draws + 1)), float(np.std(diff, ddof=1)), float("nan")
+        wobble = SETTLED_Z * np.sqrt(tail * max(0.0, 1 - tail / draws))
+        p_band = tuple(float(np.clip(2 * (tail + s) / (draws + 1), 0, 1)) for s in (-wobble, wobble))
+        error = max(mc_error(diff, q) for q in ends)
+    verdict = stats.verdict_of(estimate, low, high, stats.higher_is_better(metric))
     return MultiContrast(
-        estimate, low, high, verdict, n, len(a), len(b), paired, float(np.std(diff, ddof=1)),
-        min(1.0, 2 * tail / (draws + 1)), max(mc_error(diff, q) for q in ends), tuple(map(float, scores[0])),
-        tuple(map(float, scores[1])), _run_var(*scores, paired), _item_var(*run_scores, paired), diff, level,
-        _batch_sd([_item_var(a_rows, b_rows, paired) for a_rows, b_rows in
-                   zip(*(np.array_split(side, ITEM_VAR_BATCHES) for side in run_scores))]), _run_df(*scores, paired))
+        estimate, low, high, verdict, n, len(a), len(b), paired, se, p_value, error, tuple(map(float, scores[0])),
+        tuple(map(float, scores[1])), _run_var(*scores, paired), item_var, diff, level, item_mc,
+        _run_df(*scores, paired), df, p_band)
+
+
+def run_part(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float]:
+    """The run scores' variance of A - B's mean over runs and its degrees of freedom: the paired margins' variance / R
+    on R - 1; unpaired, each side's variance over its runs / its runs, summed, on Welch-Satterthwaite's; NaNs where a
+    side has one run."""
+    if paired:
+        return (float(np.var(a - b, ddof=1) / len(a)), float(len(a) - 1)) if len(a) > 1 else (math.nan, math.nan)
+    if min(len(a), len(b)) < 2:
+        return math.nan, math.nan
+    parts = np.array([np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)])
+    dfs = np.array([len(a) - 1, len(b) - 1])
+    spread = float(np.sum(parts**2 / dfs))
+    return float(parts.sum()), float(parts.sum() ** 2 / spread) if spread > 0 else math.inf
+
+
+def satterthwaite(item_var: np.ndarray | float, part: np.ndarray | float, part_df: np.ndarray | float,
+                  n_items: np.ndarray | float) -> np.ndarray:
+    """Welch-Satterthwaite's degrees of freedom of item_var (on n_items - 1) + part (on part_df), with the part read
+    at its `DF_BOUND` upper confidence bound, part part_df / chi2_{1 - DF_BOUND}(part_df): the plug-in df is large
+    exactly where the part is underestimated by chance, which drops coverage to 92% at 3 runs; elementwise."""
+    item_var, part, part_df = (np.asarray(v, dtype=float) for v in (item_var, part, part_df))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = np.where(np.isfinite(part_df), part * part_df / chi2.ppf(1 - DF_BOUND, part_df), part)
+        spread = item_var**2 / (np.asarray(n_items) - 1) + np.where(upper > 0, upper**2 / part_df, 0.0)
+        return np.where(spread > 0, (item_var + upper) ** 2 / spread, np.inf)
+
+
+def t_interval(estimate: np.ndarray | float, item_var: np.ndarray | float, part: np.ndarray | float,
+               part_df: np.ndarray | float, n_items: np.ndarray | float,
+               level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(low, high, SE, df): estimate -/+ t_{df, (1 + level) / 2} SE, SE^2 = item_var + part, df `satterthwaite`'s;
+    elementwise, so a simulation can read thousands of studies at once."""
+    se = np.sqrt(np.asarray(item_var, dtype=float) + part)
+    df = satterthwaite(item_var, part, part_df, n_items)
+    half = student.ppf((1 + level) / 2, df) * se
+    return estimate - half, estimate + half, se, df
+
+
+def t_p_value(estimate: np.ndarray | float, item_var: np.ndarray | float, part: np.ndarray | float,
+              part_df: np.ndarray | float, n_items: np.ndarray | float) -> np.ndarray:
+    """The two-sided p-value of "A - B = 0" on `t_interval`'s t: 1 where SE is 0 and the estimate too."""
+    se = np.sqrt(np.asarray(item_var, dtype=float) + part)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se > 0, np.abs(estimate) / se, np.where(np.asarray(estimate) == 0, 0.0, np.inf))
+    return np.minimum(1.0, 2 * student.sf(z, satterthwaite(item_var, part, part_df, n_items)))
 
 
 def mc_error(draws: np.ndarray, q: float) -> float:
