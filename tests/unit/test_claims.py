@@ -194,8 +194,8 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     assert md.count("holds") == 1 + len(re.findall(r"\| holds \(p [≤<\d]", md)) + md.count(stats.SIZE_HOLDS)
     assert "| MRPC | BERT_BASE | No NSP | +27.0 [+" in md
     # each verdict in bold, then what its interval says of the paper's A - B (Table 5: MRPC +0.2, SST-2 +0.1)
-    assert ("| 200 × 3/1 | 300 updates, 4,800 examples | **reproduced; the paper's size ruled out**: its +0.2 is below "
-            "the interval; a side is at its floor, where effects are compressed |") in md  # No NSP's 55: at its floor
+    assert ("| 200 × 3/1 | 300 updates, 4,800 examples | **reproduced; the paper's size ruled out**: its +0.2 is "
+            "below the interval; a side is at its floor, where effects are compressed |") in md  # No NSP at its floor
     assert "| MRPC | BERT_BASE | LTR & No NSP | -15.0 [" in md
     assert "**contradicted; the paper's size ruled out**: its +9.2 is above the interval" in md
     assert "| SST-2 | BERT_BASE | No NSP | +0.0 [-" in md

@@ -1,6 +1,6 @@
-"""Coverage at the default's own design (issue 65, done-when 1): 3 pretraining runs a side, paired by seed, 1 fine-tuning
-seed a run, dev sets of SST-2's 872, QNLI's 5,463 and SQuAD's 1,000 items, a between-run SD of a margin from 0 to 3
-points, and a case where the between-run variance dominates (Table 6's perplexity pairs: ~20x the item SD).
+"""Coverage at the default's own design (issue 65, done-when 1): 3 pretraining runs a side, paired by seed, 1
+fine-tuning seed a run, dev sets of SST-2's 872, QNLI's 5,463 and SQuAD's 1,000 items, a between-run SD of a margin
+from 0 to 3 points, and a case where the between-run variance dominates (Table 6's perplexity pairs: ~20x the item SD).
 
 A study's run margins on its dev items are d_r = effect + e + u_r + w_r: e ~ N(0, tau^2) the dev items' noise shared
 by every run (the population the items are drawn from), u_r ~ N(0, sd_run^2) the run's own effect, w_r ~ N(0, omega^2)

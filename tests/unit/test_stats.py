@@ -177,8 +177,8 @@ def test_summarize() -> None:
     )
     sized = [stats.Contrast(2.0, 1.0, 3.0, v, 10, 2, 2) for v in (stats.REPRODUCED,) * 3 + (stats.UNRESOLVED,)]
     assert stats.summarize(sized, [2.5, 10.7, None, 9.0]) == (  # the unresolved one ruling it out is not counted
-        "3 reproduced, 0 contradicted, 1 unresolved at this scale of 4 pairs (of the resolved, 1 at the paper's size, 1 "
-        "ruling it out)")
+        "3 reproduced, 0 contradicted, 1 unresolved at this scale of 4 pairs (of the resolved, 1 at the paper's size, "
+        "1 ruling it out)")
 
 
 def test_interval_covers_the_true_difference_95_percent_of_the_time() -> None:
@@ -244,7 +244,8 @@ def test_ratio_to_floor_over_pretraining_runs_resamples_them() -> None:
      "unresolved at this scale; the paper's size ruled out: its +3.5 is above the interval"),
     (-6.9, 3.3, stats.UNRESOLVED, 1.6, "inside",
      "unresolved at this scale; the paper's size holds: the interval admits its +1.6"),
-    (1.1, 4.4, stats.REPRODUCED, 10.7, "above", "reproduced; the paper's size ruled out: its +10.7 is above the interval"),
+    (1.1, 4.4, stats.REPRODUCED, 10.7, "above",
+     "reproduced; the paper's size ruled out: its +10.7 is above the interval"),
     (1.1, 4.4, stats.REPRODUCED, 2.0, "inside", "reproduced; the paper's size holds: the interval admits its +2.0"),
     (-5.9, -0.3, stats.CONTRADICTED, 0.1, "above", "contradicted; the paper's size ruled out: its +0.1 is above the "
      "interval"),

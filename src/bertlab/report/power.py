@@ -2,7 +2,8 @@
 
 A two-sided test at level alpha detects a true effect delta with probability `power` once |delta| >= Z SE, Z =
 z_{1-alpha/2} + z_power (2.80 at 5% and 80%; normal approximation): the minimum detectable effect (MDE) is Z SE, with
-SE the contrast's (`MultiContrast.se`: its t interval's, or with one run a side the draws' SD). With n pretraining runs a side SE(n)^2 = item_var + run_var / n
+SE the contrast's (`MultiContrast.se`: its t interval's, or with one run a side the draws' SD). With n pretraining
+runs a side SE(n)^2 = item_var + run_var / n
 (`multiboot.MultiContrast`: run_var the between-run variance of one pair of runs' margin, item_var the dev items'
 noise shared by every run, which more runs do not average away). An effect delta needs
 n = run_var / (delta^2 / Z^2 - item_var) runs a side (the textbook 2 Z^2 sd^2 / delta^2 when item_var = 0 and
