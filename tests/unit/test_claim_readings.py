@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bertlab.report import collect, multiboot, power, stats
+from bertlab.report import collect, power, stats, tinterval
 from bertlab.report.claims import check_claims
 from bertlab.report.markdown import findings_section
 from bertlab.report.multiboot import DRAWS
@@ -365,7 +365,7 @@ def test_a_claim_over_several_pretraining_runs_is_the_multi_bootstraps_paired_by
     assert found.power_note.endswith("the paper's +15.0 needs 1 pretraining run a side (1 to 2 over the between-run "
                                      "variance's 80% interval, 2 degrees of freedom, and the item variance's "
                                      "Monte-Carlo error)")
-    assert c.df == pytest.approx(float(multiboot.satterthwaite(c.item_var, c.run_var / 3, 2, c.n_items)))
+    assert c.df == pytest.approx(float(tinterval.satterthwaite(c.item_var, c.run_var / 3, 2, c.n_items)))
     fewer = decided(tmp_path / "fewer", study({"table5": TABLE5}, CLAIMS5[:1]),
                     [r for r in runs if r["encoder"] == "bert" or r["pretrain_seed"] == 1])["nsp"]
     assert pair(fewer, "sst2").contrast.paired is False and pair(fewer, "sst2").run_margins == ()

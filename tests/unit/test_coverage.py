@@ -7,7 +7,7 @@ by every run (the population the items are drawn from), u_r ~ N(0, sd_run^2) the
 the run's own luck on these items (their interaction). tau and omega are of the size the committed `cpu` runs'
 variance parts have (`item_var` 0.4-1.2 points, one run's item variance 1.5-2.5x it). The Multi-Bootstrap's item
 variance reads tau^2 with the sampling noise of a variance on n - 1 degrees of freedom; its run part is the margins'
-variance over 3. The t interval (`multiboot.t_interval`) must cover the effect in >= 93% of studies in every case; the
+variance over 3. The t interval (`tinterval.t_interval`) must cover the effect in >= 93% of studies in every case; the
 percentile Multi-Bootstrap it replaced (draws: the runs resampled with replacement, each drawn run's score moved by
 item noise of covariance tau^2 + omega^2 on the diagonal, tau^2 off it, as resampling the items moves it) falls below
 that where the runs vary, so this test fails on it.
@@ -16,7 +16,7 @@ that where the runs vary, so this test fails on it.
 import numpy as np
 import pytest
 
-from bertlab.report import multiboot, stats
+from bertlab.report import stats, tinterval
 from bertlab.report.multiboot import multi_bootstrap
 from tests.unit.test_multiboot import study
 
@@ -35,7 +35,7 @@ def simulate(items: int, tau: float, omega: float, sd_run: float, studies: int,
 
 
 def t_coverage(margins: np.ndarray, item_var: np.ndarray, items: int) -> float:
-    low, high, _, _ = multiboot.t_interval(margins.mean(axis=1), item_var, margins.var(axis=1, ddof=1) / RUNS,
+    low, high, _, _ = tinterval.t_interval(margins.mean(axis=1), item_var, margins.var(axis=1, ddof=1) / RUNS,
                                            RUNS - 1, items, LEVEL)
     return float(np.mean((low <= EFFECT) & (EFFECT <= high)))
 

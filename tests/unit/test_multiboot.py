@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import t as student
 
-from bertlab.report import multiboot, stats
+from bertlab.report import multiboot, stats, tinterval
 from bertlab.report.multiboot import MultiContrast, multi_bootstrap
 
 Side = list[list[dict[str, np.ndarray]]]
@@ -128,7 +128,7 @@ def test_several_runs_a_side_get_the_t_interval_and_its_p_value() -> None:
     a, b = study(rng, (0.75, 0.73), runs=3, seeds=1, items=600, shared=0.5)
     c = multi_bootstrap(a, b, "classification", "accuracy", paired=True, draws=2000, seed=1)
     part = np.var(np.subtract(c.scores_a, c.scores_b), ddof=1) / 3
-    df = float(multiboot.satterthwaite(c.item_var, part, 2, 600))
+    df = float(tinterval.satterthwaite(c.item_var, part, 2, 600))
     assert c.df == pytest.approx(df) and 2 < df < 599 and c.se == pytest.approx(math.sqrt(c.item_var + part))
     half = student.ppf(0.975, df) * c.se
     assert (c.low, c.high) == pytest.approx((c.estimate - half, c.estimate + half))

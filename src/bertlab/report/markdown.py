@@ -83,8 +83,9 @@ ONCE = ("Counted once: a pair whose sides are the models of an earlier pair's re
         "the family-wise reading.")
 PPL_NOTE = ("The perplexity intervals cover held-out instances only: each encoder has one pretraining run, so the "
             "variation between pretraining runs is not in them.")
-PPL_RUNS_NOTE = ("The perplexity intervals resample the held-out instances, the same for every run, and each side's "
-                 "pretraining runs (the items × runs column), as the Multi-Bootstrap does.")
+PPL_RUNS_NOTE = ("The perplexity intervals over several pretraining runs (the items × runs column) are t intervals on "
+                 "the runs' spread and the held-out instances' noise that every run shares (the instances resampled, "
+                 "the same for every run), as the other pairs' are.")
 PROBE_NOTE = ("Each side's probe is a logistic regression on its frozen, standardised features (a sentence's mean "
               "real-token vector; a word's first sub-token), fitted to convergence with its L2 strength chosen by "
               "cross-validated log-loss on the training examples only: the same procedure for both encoders.")

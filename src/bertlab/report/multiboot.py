@@ -16,7 +16,7 @@ draw for draw. Resampling both runs and items counts their interaction (a run's 
 many items, and a handful of runs errs narrow ((R - 1) / R of their variance); at 5 runs a side and runs agreeing on
 ~90% of the items it covers the effect in 94.7% of 2,200 simulated studies (tests/unit/test_multiboot.py's model).
 
-The interval with several pretraining runs a side (`t_interval`): a percentile bootstrap over 3 clusters cannot be as
+The interval with several pretraining runs a side (`bertlab.report.tinterval`): a percentile bootstrap over 3 clusters cannot be as
 wide as a t-quantile on 2 degrees of freedom (the small-sample problem of cluster bootstraps; at the default's 3 runs a
 side it covered 75-92% where the runs vary, tests/unit/test_coverage.py), so the interval is A - B -/+ t_{df} SE, SE^2 =
 item_var + run_part, on the Multi-Bootstrap's own variance parts: run_part, the run scores' variance of the mean
@@ -50,20 +50,18 @@ boundary as an edge.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import chi2
 from scipy.stats import t as student
 
 from bertlab.report import stats
+from bertlab.report.tinterval import run_part, t_interval, t_p_value
 
 DRAWS = 10_000  # Monte-Carlo error of an interval end ~1% of the interval's width: verdicts keep to the seed
 ITEM_VAR_SEED = 55  # the item variance's own stream: the same for every bootstrap seed
 ITEM_VAR_BATCHES = 10  # batch means for item_var's Monte-Carlo SD
-DF_BOUND = 0.8  # the run part's upper confidence bound that Satterthwaite's df reads (`satterthwaite`)
 SETTLED_Z = 3.0  # an end this many binomial SDs (in draws) from 0 keeps its side of 0 under another bootstrap seed
 
 Runs = Sequence[Sequence[stats.Columns]]  # pretraining runs, each its fine-tuning seeds' per-item columns
@@ -161,52 +159,6 @@ def multi_bootstrap(
         estimate, low, high, verdict, n, len(a), len(b), paired, se, p_value, error, tuple(map(float, scores[0])),
         tuple(map(float, scores[1])), _run_var(*scores, paired), item_var, diff, level, item_mc,
         _run_df(*scores, paired), df, p_band)
-
-
-def run_part(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float]:
-    """The run scores' variance of A - B's mean over runs and its degrees of freedom: the paired margins' variance / R
-    on R - 1; unpaired, each side's variance over its runs / its runs, summed, on Welch-Satterthwaite's; NaNs where a
-    side has one run."""
-    if paired:
-        return (float(np.var(a - b, ddof=1) / len(a)), float(len(a) - 1)) if len(a) > 1 else (math.nan, math.nan)
-    if min(len(a), len(b)) < 2:
-        return math.nan, math.nan
-    parts = np.array([np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)])
-    dfs = np.array([len(a) - 1, len(b) - 1])
-    spread = float(np.sum(parts**2 / dfs))
-    return float(parts.sum()), float(parts.sum() ** 2 / spread) if spread > 0 else math.inf
-
-
-def satterthwaite(item_var: np.ndarray | float, part: np.ndarray | float, part_df: np.ndarray | float,
-                  n_items: np.ndarray | float) -> np.ndarray:
-    """Welch-Satterthwaite's degrees of freedom of item_var (on n_items - 1) + part (on part_df), with the part read
-    at its `DF_BOUND` upper confidence bound, part part_df / chi2_{1 - DF_BOUND}(part_df): the plug-in df is large
-    exactly where the part is underestimated by chance, which drops coverage to 92% at 3 runs; elementwise."""
-    item_var, part, part_df = (np.asarray(v, dtype=float) for v in (item_var, part, part_df))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        upper = np.where(np.isfinite(part_df), part * part_df / chi2.ppf(1 - DF_BOUND, part_df), part)
-        spread = item_var**2 / (np.asarray(n_items) - 1) + np.where(upper > 0, upper**2 / part_df, 0.0)
-        return np.where(spread > 0, (item_var + upper) ** 2 / spread, np.inf)
-
-
-def t_interval(estimate: np.ndarray | float, item_var: np.ndarray | float, part: np.ndarray | float,
-               part_df: np.ndarray | float, n_items: np.ndarray | float,
-               level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(low, high, SE, df): estimate -/+ t_{df, (1 + level) / 2} SE, SE^2 = item_var + part, df `satterthwaite`'s;
-    elementwise, so a simulation can read thousands of studies at once."""
-    se = np.sqrt(np.asarray(item_var, dtype=float) + part)
-    df = satterthwaite(item_var, part, part_df, n_items)
-    half = student.ppf((1 + level) / 2, df) * se
-    return estimate - half, estimate + half, se, df
-
-
-def t_p_value(estimate: np.ndarray | float, item_var: np.ndarray | float, part: np.ndarray | float,
-              part_df: np.ndarray | float, n_items: np.ndarray | float) -> np.ndarray:
-    """The two-sided p-value of "A - B = 0" on `t_interval`'s t: 1 where SE is 0 and the estimate too."""
-    se = np.sqrt(np.asarray(item_var, dtype=float) + part)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(se > 0, np.abs(estimate) / se, np.where(np.asarray(estimate) == 0, 0.0, np.inf))
-    return np.minimum(1.0, 2 * student.sf(z, satterthwaite(item_var, part, part_df, n_items)))
 
 
 def mc_error(draws: np.ndarray, q: float) -> float:

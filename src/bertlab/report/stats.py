@@ -24,6 +24,7 @@ from scipy.stats import rankdata
 
 from bertlab.kinds import KINDS
 from bertlab.kinds.base import Scored
+from bertlab.report.tinterval import run_part, t_interval
 
 REPRODUCED, CONTRADICTED = "reproduced", "contradicted"
 UNRESOLVED, NOT_MEASURED = "unresolved at this scale", "not measured"
@@ -132,8 +133,9 @@ def ratio_to_floor(runs: Sequence[Columns], floor: Columns, bound: float, *, dra
                    level: float = 0.95) -> Contrast:
     """Held-out perplexity of an LM over its floor's on the same positions (`lm` columns): the mean over its
     pretraining runs of each run's ratio, with the bootstrap interval over held-out instances and, with several runs,
-    over the runs too (each draw resamples both, as the Multi-Bootstrap does); the verdict on "at most `bound` times
-    the floor's": reproduced (interval below `bound`), contradicted (above it), unresolved (it straddles `bound`)."""
+    the t interval (`bertlab.report.tinterval`) on the runs' spread and the instances' noise that every run shares
+    (the mean covariance of distinct runs' resampled ratios); the verdict on "at most `bound` times the floor's":
+    reproduced (interval below `bound`), contradicted (above it), unresolved (it straddles `bound`)."""
     n = item_count("lm", "ppl", runs[0])
     nan = float("nan")
     ratios = [score("lm", "ppl", run) / score("lm", "ppl", floor) for run in runs] if n else [nan]
@@ -144,8 +146,12 @@ def ratio_to_floor(runs: Sequence[Columns], floor: Columns, bound: float, *, dra
     both = bootstrap_scores("lm", "ppl", [*runs, floor], n, draws, rng)
     drawn = both[:, :-1] / both[:, -1:]  # (draws, runs): each run's ratio on each draw's instances
     if len(runs) > 1:
-        drawn = np.take_along_axis(drawn, rng.integers(0, len(runs), size=drawn.shape), axis=1)
-    low, high = (float(q) for q in np.quantile(drawn.mean(axis=1), [(1 - level) / 2, (1 + level) / 2]))
+        cov = np.cov(drawn, rowvar=False)
+        shared = max(0.0, float((cov.sum() - np.trace(cov)) / (cov.size - len(cov))))
+        part, df = run_part(np.array(ratios), np.zeros(len(ratios)), paired=True)
+        low, high = (float(v) for v in t_interval(estimate, shared, part, df, n, level)[:2])
+    else:
+        low, high = (float(q) for q in np.quantile(drawn[:, 0], [(1 - level) / 2, (1 + level) / 2]))
     return Contrast(estimate, low, high, verdict_of(bound - estimate, bound - high, bound - low, True), n,
                     len(runs), 1)
 
