@@ -245,9 +245,9 @@ def test_a_strategy_that_is_the_same_model_at_4_layers_is_counted_once(tmp_path:
     (itself,) = found["same"].pairs
     assert itself.same_as == "sum_all and sum_last_four are the same model at 4 layers"
     assert not any(p.counted for p in (sums, fine, itself)) and {p.holm_p for p in (sums, fine, itself)} == {None}
-    assert found["features"].summary == ("3 reproduced, 0 contradicted, 0 unresolved at this scale of 3 pairs (of the "
-                                         "resolved, 0 at the paper's size, 3 ruling it out); 1 more repeating a "
-                                         "counted pair's models, counted once")
+    assert found["features"].summary == ("3 reproduced, 0 contradicted, 0 unresolved at this scale of 3 pairs (of the 3 "
+                                         "resolved beside the paper's own A - B: 0 at its size, 3 ruling it out); 1 "
+                                         "more repeating a counted pair's models, counted once")
     assert found["same"].summary.startswith("0 reproduced, 0 contradicted, 0 unresolved at this scale of 0 pairs")
     counted = [p for p in pair_list(found) if p.counted]
     assert len(counted) == 3 + 4 and sum(headline(list(found.values()))["paper"][k] for k in (
@@ -261,8 +261,8 @@ def test_a_strategy_that_is_the_same_model_at_4_layers_is_counted_once(tmp_path:
 def test_at_12_layers_the_two_sums_are_two_models(tmp_path: Path) -> None:
     found = strategies(tmp_path, BASE)
     assert all(p.counted for p in pair_list(found)) and len(pair_list(found)) == 4 + 5 + 1
-    assert found["features"].summary == ("4 reproduced, 0 contradicted, 0 unresolved at this scale of 4 pairs (of the "
-                                         "resolved, 0 at the paper's size, 4 ruling it out)")
+    assert found["features"].summary == ("4 reproduced, 0 contradicted, 0 unresolved at this scale of 4 pairs (of the 4 "
+                                         "resolved beside the paper's own A - B: 0 at its size, 4 ruling it out)")
     assert len([p for p in pair_list(found) if p.holm_p is not None]) == 10
     md = "\n".join(findings_section(study({"table7": TABLE7}, []), list(found.values())))
     assert "counted once" not in md.lower()

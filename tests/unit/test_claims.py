@@ -87,7 +87,7 @@ def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
     assert found["bilstm_helps_ltr"].summary == stats.NOT_MEASURED
     tasks = len(SPEC["tables"]["table5"]["tasks"])  # a pair per Table 5 task: two measured, the rest not
     assert nsp.summary == (f"1 reproduced, 0 contradicted, 1 unresolved at this scale, {tasks - 2} not measured of "
-                           f"{tasks} pairs (of the resolved, 0 at the paper's size, 1 ruling it out)")
+                           f"{tasks} pairs (of the 1 resolved beside the paper's own A - B: 0 at its size, 1 ruling it out)")
 
 
 def test_if_run_leaves_out_a_column_never_run(found) -> None:

@@ -177,8 +177,8 @@ def test_summarize() -> None:
     )
     sized = [stats.Contrast(2.0, 1.0, 3.0, v, 10, 2, 2) for v in (stats.REPRODUCED,) * 3 + (stats.UNRESOLVED,)]
     assert stats.summarize(sized, [2.5, 10.7, None, 9.0]) == (  # the unresolved one ruling it out is not counted
-        "3 reproduced, 0 contradicted, 1 unresolved at this scale of 4 pairs (of the resolved, 1 at the paper's size, "
-        "1 ruling it out)")
+        "3 reproduced, 0 contradicted, 1 unresolved at this scale of 4 pairs (of the 2 resolved beside the paper's own "
+        "A - B: 1 at its size, 1 ruling it out)")
 
 
 def test_interval_covers_the_true_difference_95_percent_of_the_time() -> None:

@@ -216,7 +216,8 @@ def summarize(contrasts: Sequence[Contrast], papers: Sequence[float | None] | No
     text = f"{', '.join(parts)} of {len(contrasts)} pair{'' if len(contrasts) == 1 else 's'}"
     sizes = Counter(size_of(c, p) for c, p in zip(contrasts, papers or ()) if c.verdict in (REPRODUCED, CONTRADICTED))
     if sizes[SIZE_HOLDS] or sizes[SIZE_OUT]:
-        text += f" (of the resolved, {sizes[SIZE_HOLDS]} at the paper's size, {sizes[SIZE_OUT]} ruling it out)"
+        text += (f" (of the {sizes[SIZE_HOLDS] + sizes[SIZE_OUT]} resolved beside the paper's own A - B: "
+                 f"{sizes[SIZE_HOLDS]} at its size, {sizes[SIZE_OUT]} ruling it out)")
     return text
 
 
