@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertlab.errors import UserError
 from bertlab.files import write_json
 from bertlab.report.cells import Entry, build_entries, cell_lookup
 from bertlab.report.claims import check_claims
@@ -178,6 +179,25 @@ def details(tables: list[str], entries: list[Entry], findings: list[Finding]) ->
                 for v in (REPRODUCED, CONTRADICTED, UNRESOLVED, BEYOND)}
         for group, own in (("paper", False), ("checks", True))}
     return out
+
+
+def publish(src: Path, dest: Path) -> None:
+    """Move the report's files from `src` into `dest` file by file, each replacing only the file of its own name:
+    nothing else in `dest`, its `figures/` or `pretrain_loss/` is touched, whatever directory `dest` is (under `dvc
+    repro`, DVC removes the declared outputs before the stage runs, so no earlier report's file lingers there). A
+    directory where a report file goes, or a file where its folder goes, stops the stage before anything moves."""
+    items = sorted(src.rglob("*"))
+    for item in items:
+        target = dest / item.relative_to(src)
+        if target.exists() and target.is_dir() != item.is_dir():
+            raise UserError(f"{target} is in the way of the report's {'folder' if item.is_dir() else 'file'} "
+                                  f"{item.relative_to(src)}: move it, or set ablations.report_dir to another folder")
+    for item in items:
+        target = dest / item.relative_to(src)
+        if item.is_dir():
+            target.mkdir(exist_ok=True)
+        else:
+            item.replace(target)
 
 
 def analyse(spec: dict[str, Any], results: Results) -> tuple[list[Entry], list[Finding]]:

@@ -5,8 +5,8 @@ from `<report dir>/evidence/` and the profile's recipe, without data/.
 `python -m bertlab.report.rerender [reports] [--profile cpu]`: what a change to the report's statistics or words gives
 on the same runs, not a fresh run (the header's commit is the code's that rendered it; "results as of" the runs').
 The study is the evidence's (the declaration the report used); the profile (default: params.yaml's) is composed from
-conf/ only for the recipe's departures from BERT's that the header lists. The files are built in a scratch folder and
-moved into place one by one (`ablations.publish`), so a failure leaves the report as it was. `python -m
+conf/ (its default corpus preset) only for the recipe's departures from BERT's that the header lists. The files are built in a scratch folder and
+moved into place one by one (`render.publish`, as the stage does), so a failure leaves the report as it was. `python -m
 bertlab.report.recompute` then agrees with it. Exit status 2 (one line) when the evidence is missing or unreadable.
 """
 
@@ -20,11 +20,10 @@ from pathlib import Path
 import yaml
 from hydra import compose, initialize_config_dir
 
-from bertlab.ablations import publish
-from bertlab.configs import base_overrides, conf_dir
 from bertlab.errors import UserError
 from bertlab.report import evidence, render
 from bertlab.report.deviations import deviations
+from bertlab.settings import CONF_DIR
 
 PARAMS = Path("params.yaml")
 
@@ -40,12 +39,12 @@ def profile_of(params: Path = PARAMS) -> str:
 def rerender(report_dir: Path, profile: str) -> render.Report:
     """Write every report file into `report_dir` from its evidence/, at `profile`'s recipe."""
     spec, results = evidence.load(report_dir / "evidence")
-    with initialize_config_dir(config_dir=str(conf_dir().resolve()), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=base_overrides({"profile": profile, "corpus": "auto"}))
+    with initialize_config_dir(config_dir=str(Path(CONF_DIR).resolve()), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"profile={profile}"])
     recipe = deviations(cfg, spec.get("paper_recipe", {}))
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".rerender-") as tmp:
         built = render.write(Path(tmp), spec, results, profile=profile, commit=render.git_commit(), recipe=recipe)
-        publish(Path(tmp), report_dir)
+        render.publish(Path(tmp), report_dir)
     return built
 
 
