@@ -23,8 +23,7 @@ from bertlab.report.markdown import render_markdown
 from bertlab.report.multiboot import MultiContrast
 from bertlab.report.pairs import Finding, Pair
 from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
-from bertlab.report.stats import (ABOVE_FLOOR, AT_FLOOR, BELOW_FLOOR, BEYOND, CONTRADICTED, NOT_MEASURED,
-                                  REPRODUCED, SIZE_HOLDS, SIZE_OUT, UNRESOLVED)
+from bertlab.report.stats import BEYOND, CONTRADICTED, NOT_MEASURED, REPRODUCED, SIZE_OUT, UNRESOLVED
 from bertlab.report.tables import table_names
 
 CSV_FIELDS = ("table", "row", "column", "paper", "mean", "std", "n", "status", "floor", "floor_status")
@@ -36,8 +35,6 @@ FINDING_FIELDS = ("claim", "table", "text", "own_check", "column", "A", "B", "es
 
 VERDICT_KEYS = {REPRODUCED: "reproduced", CONTRADICTED: "contradicted", UNRESOLVED: "unresolved",
                 BEYOND: "beyond_scale", NOT_MEASURED: "not_measured"}  # metrics.json's keys: no spaces
-SIZE_KEYS = {SIZE_HOLDS: "size_holds", SIZE_OUT: "size_ruled_out"}
-FLOOR_KEYS = {ABOVE_FLOOR: "cells_above_floor", AT_FLOOR: "cells_at_floor", BELOW_FLOOR: "cells_below_floor"}
 
 
 @dataclass(frozen=True)
@@ -111,27 +108,17 @@ def _counted(findings: list[Finding], own: bool | None = None) -> list[Pair]:
     return [p for f in findings if own is None or f.own == own for p in f.pairs if p.counted]
 
 
-def verdict_counts(pairs: list[Pair], sized: bool) -> dict[str, int]:
-    """How many `pairs` got each verdict (`VERDICT_KEYS`), read family-wise too (`holm_<verdict>`), and where `sized`,
-    each resolved or unresolved verdict split by the paper's size (`<verdict>_size_holds`, `<verdict>_size_ruled_out`):
-    "reproduced_size_ruled_out" is the right direction at a size the paper's is not."""
-    out = {VERDICT_KEYS[v]: sum(p.contrast.verdict == v for p in pairs) for v in VERDICT_KEYS}
-    if sized:
-        out |= {f"{VERDICT_KEYS[v]}_{SIZE_KEYS[s]}": sum(p.contrast.verdict == v and p.size == s for p in pairs)
-                for v in (REPRODUCED, CONTRADICTED, UNRESOLVED) for s in SIZE_KEYS}
-    return out | {f"holm_{VERDICT_KEYS[v]}": sum((p.familywise or p.contrast.verdict) == v for p in pairs)
-                  for v in (REPRODUCED, CONTRADICTED)}
-
-
-def headline(findings: list[Finding], entries: list[Entry] = ()) -> dict[str, Any]:
-    """`metrics.json`, what `dvc metrics show` prints: the paper's claims' verdict counts (`paper.*`, split by the
-    paper's size) apart from the project's own checks' (`checks.*`: vs scratch, probes, the perplexity bound, and the
-    tables' cells against their floors), and each perplexity-over-floor ratio (`<claim>.<A>`). Everything else is in
-    `claims.json`."""
-    floors = [e.cell.floor_status for e in entries if e.cell.values]
-    out: dict[str, Any] = {"paper": verdict_counts(_counted(findings, False), sized=True),
-                           "checks": verdict_counts(_counted(findings, True), sized=False)
-                           | {key: floors.count(status) for status, key in FLOOR_KEYS.items()}}
+def headline(findings: list[Finding]) -> dict[str, Any]:
+    """`metrics.json`, what fits one line of `dvc metrics show`: the paper's claims' contrasts by verdict on the
+    direction (`reproduced`, `contradicted`, `unresolved`, `beyond_scale`) and how many of its resolved ones rule the
+    paper's size out (`size_ruled_out`), apart from the project's own checks (`own_reproduced`, `own_contradicted`:
+    from scratch, the probes, the perplexity bound), and each perplexity-over-floor ratio (`<claim>.<A>`). Everything
+    else (not measured, family-wise, the size verdicts of unresolved pairs) is in `claims.json` and the report."""
+    paper, own = _counted(findings, False), _counted(findings, True)
+    out: dict[str, Any] = {VERDICT_KEYS[v]: sum(p.contrast.verdict == v for p in paper)
+                           for v in (REPRODUCED, CONTRADICTED, UNRESOLVED, BEYOND)}
+    out["size_ruled_out"] = sum(p.contrast.verdict in (REPRODUCED, CONTRADICTED) and p.size == SIZE_OUT for p in paper)
+    out |= {f"own_{VERDICT_KEYS[v]}": sum(p.contrast.verdict == v for p in own) for v in (REPRODUCED, CONTRADICTED)}
     for f in findings:
         for p in f.pairs:
             if p.ratio:
@@ -230,7 +217,7 @@ def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commi
     for table in table_names(spec):
         write_csv(out / f"ablations_{table}.csv", CSV_FIELDS, csv_rows(entries, table))
     write_csv(out / "ablations_findings.csv", FINDING_FIELDS, finding_rows(findings))
-    write_json(out / "metrics.json", headline(findings, entries))
+    write_json(out / "metrics.json", headline(findings))
     write_json(out / "claims.json", details(table_names(spec), entries, findings))
     save(out / "evidence", spec, results)
     (out / "ablations.md").write_text(render_markdown(spec, results, entries, findings, figures, profile, commit,
