@@ -3,28 +3,30 @@
 Input: each side a sequence of pretraining runs, each a sequence of its fine-tuning seeds' per-item columns
 (`stats.Columns` of one kind, as `stats.score` reads them), all scored on the same dev items in the same order.
 
-A draw resamples, with replacement, (a) the pretraining runs: one draw of run indices for both sides when `paired`
-(run r of A and of B share pretraining seed r's initialisation and data order; equal run counts), an independent
-draw per side otherwise; (b) within each drawn run, its fine-tuning seeds (afresh for every drawn run); (c) the dev
-items, one draw for every seed of every run of both sides. A seed's score is the corpus-level metric recomputed on the
-drawn items (`stats.bootstrap_scores`: means, F1s, Matthews, correlations, perplexity alike); a run's is the mean over
-its drawn seeds, a side's the mean over its drawn runs, the draw's value A - B. The estimate is the same on all items
-with every run and seed once; the interval the draws' percentiles. Its target: the expected A - B over pretraining
-runs, fine-tuning seeds and the population the dev items are drawn from. With one run a side it is `stats.compare`,
-draw for draw. Resampling both runs and items counts their interaction (a run's own luck on particular items) twice
-(McCullagh, "Resampling and exchangeable arrays", Bernoulli 2000): the interval errs wide where runs disagree on
-many items, and a handful of runs errs narrow ((R - 1) / R of their variance); at 5 runs a side and runs agreeing on
-~90% of the items it covers the effect in 94.7% of 2,200 simulated studies (tests/unit/test_multiboot.py's model).
+A draw resamples, with replacement, (a) the pretraining runs: one draw of run indices for both sides when `paired` (run
+r of A and of B share pretraining seed r's initialisation and data order; equal run counts), an independent draw per
+side otherwise; (b) within each drawn run, its fine-tuning seeds (afresh for every drawn run); (c) the dev items, one
+draw for every seed of every run of both sides. A seed's score is the corpus-level metric recomputed on the drawn items
+(`stats.bootstrap_scores`: means, F1s, Matthews, correlations, perplexity alike); a run's is the mean over its drawn
+seeds, a side's the mean over its drawn runs, the draw's value A - B. The estimate is the same on all items with every
+run and seed once; with one run a side the interval is the draws' percentiles. Its target: the expected A - B over
+pretraining runs, fine-tuning seeds and the population the dev items are drawn from. With one run a side it is
+`stats.compare`, draw for draw. Resampling both runs and items counts their interaction (a run's own luck on particular
+items) twice (McCullagh, "Resampling and exchangeable arrays", Bernoulli 2000): the interval errs wide where runs
+disagree on many items, and a handful of runs errs narrow ((R - 1) / R of their variance); at 5 runs a side and runs
+agreeing on ~90% of the items it covers the effect in 94.7% of 2,200 simulated studies (tests/unit/test_multiboot.py's
+model).
 
-The interval with several pretraining runs a side (`bertlab.report.tinterval`): a percentile bootstrap over 3 clusters cannot be as
-wide as a t-quantile on 2 degrees of freedom (the small-sample problem of cluster bootstraps; at the default's 3 runs a
-side it covered 75-92% where the runs vary, tests/unit/test_coverage.py), so the interval is A - B -/+ t_{df} SE, SE^2 =
-item_var + run_part, on the Multi-Bootstrap's own variance parts: run_part, the run scores' variance of the mean
-(the paired margins' variance / R; unpaired, each side's over its runs, summed), on run_df degrees of freedom, and
-item_var (below), on n_items - 1; df by Welch-Satterthwaite over the two. Where the runs agree, df is large and the
-interval the item noise's normal one; where they dominate, it is a t interval on R - 1 degrees of freedom. Its p-value
-(of "A - B = 0") is the same t's. Both read item_var on its fixed stream, so they are a function of the evidence, not
-of the bootstrap's seed; their Monte-Carlo error is item_var's (`item_var_mc`): an end's is t_{df} item_var_mc / (2 SE).
+The interval with several pretraining runs a side (`bertlab.report.tinterval`): a percentile bootstrap over 3 clusters
+cannot be as wide as a t-quantile on 2 degrees of freedom (the small-sample problem of cluster bootstraps; at the
+default's 3 runs a side it covered 74-90% where the runs vary, tests/unit/test_coverage.py), so the interval is A - B
+-/+ t_{df} SE, SE^2 = item_var + run_part, on the Multi-Bootstrap's own variance parts: run_part, the run scores'
+variance of the mean (the paired margins' variance / R; unpaired, each side's over its runs, summed), on run_df degrees
+of freedom, and item_var (below), on n_items - 1; df by Welch-Satterthwaite over the two (the run part read at an upper
+bound). Where the runs agree, df is large and the interval the item noise's normal one; where they dominate, it is a t
+interval on R - 1 degrees of freedom. Its p-value (of "A - B = 0") is the same t's. Both read item_var on its fixed
+stream, so they are a function of the evidence, not of the bootstrap's seed; their Monte-Carlo error is item_var's
+(`item_var_mc`): an end's is t_{df} item_var_mc / (2 SE).
 With one run a side the interval is the draws' percentiles, as `stats.compare`'s, and its p-value
 2 min(#{d <= 0} + 1, #{d >= 0} + 1) / (B + 1), at most 1, over the B draws d: at its floor 2 / (B + 1) it says only
 "below that" (`p_floor`).

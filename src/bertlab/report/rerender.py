@@ -3,11 +3,12 @@ metrics.json, claims.json, the figures, pretrain_loss/, evidence/ itself), by th
 from `<report dir>/evidence/` and the profile's recipe, without data/.
 
 `python -m bertlab.report.rerender [reports] [--profile cpu]`: what a change to the report's statistics or words gives
-on the same runs, not a fresh run (the header's commit is the code's that rendered it; "results as of" the runs').
-The study is the evidence's (the declaration the report used); the profile (default: params.yaml's) is composed from
-conf/ (its default corpus preset) only for the recipe's departures from BERT's that the header lists. The files are built in a scratch folder and
-moved into place one by one (`render.publish`, as the stage does), so a failure leaves the report as it was. `python -m
-bertlab.report.recompute` then agrees with it. Exit status 2 (one line) when the evidence is missing or unreadable.
+on the same runs, not a fresh run (the header's commit is the code's that rendered it; "results as of" the runs'). The
+study is the evidence's (the declaration the report used); the profile (default: params.yaml's) is composed from conf/
+(its default corpus preset) only for the recipe's departures from BERT's that the header lists. The files are built in a
+scratch folder and moved into place one by one (`render.publish`, as the stage does), so a failure leaves the report as
+it was. `python -m bertlab.report.recompute` then agrees with it. Exit status 2 (one line) when the evidence is missing
+or unreadable.
 """
 
 from __future__ import annotations
