@@ -86,6 +86,7 @@ CLAIMS = {
     "e": Claim("Table 6: depth at equal tokens", ("L3_H768_A12", "L6_H768_A12", "L12_H768_A12"), ("sst2", "mrpc"),
                ("size_ppl", "size_sst2", "size_mrpc"), 1000),
 }
+ONE_RUN = "one pretraining run a side: no between-run variance in the interval"
 HEADER = ["claim", "column", "A", "B", "A mean", "B mean", "A's floor", "A - B [95%]", "each pretraining run's A - B",
           "verdict", "items x seeds", "run"]
 
@@ -232,6 +233,8 @@ def row(claim: str, pair: Pair, state: dict[str, dict[str, Any]], bound: float, 
         verdict = f"tests nothing: {', '.join(collapsed)} collapsed (> {bound} x unigram)"
     else:
         verdict = pair.reading + (f" ({pair.reason})" if pair.reason else "")
+        if math.isfinite(c.estimate) and max(pair.pretrain_runs) == 1:
+            verdict += f"; {ONE_RUN}"
     interval = "-" if not math.isfinite(c.estimate) else (
         f"{c.estimate:+.{digits}f} [{c.low:+.{digits}f}, {c.high:+.{digits}f}]")
     return [claim, pair.column, pair.a.label, pair.b.label, number(a.mean, digits), number(b.mean, digits),
@@ -281,8 +284,11 @@ def report(root: Path) -> str:
              "Each pair is one of the study's declared claims (conf/ablations/default.yaml) decided as the ablations "
              "report decides it: A - B, A the side the paper finds better, its 95% interval the Multi-Bootstrap over "
              "the sides' pretraining runs, fine-tuning seeds and dev items (paired by pretraining seed; with one run "
-             "a side, the paired bootstrap over items and seeds), each pretraining run's own A - B on all items "
-             "beside it (`<pretraining seed>: <A - B>`), and whether the interval admits the paper's own effect; "
+             "a side, the paired bootstrap over items and seeds, whose interval holds no variation between pretraining "
+             "runs at all: it speaks of these two runs, not of the procedures, and is said so beside its verdict), "
+             "each pretraining run's own A - B on all items beside it (`<pretraining seed>: <A - B>`), and the "
+             "verdict on the direction and on the paper's size (whether the interval admits the paper's own effect; "
+             "with one run a side no pair is called beyond this scale: its item noise holds the run's own luck too); "
              "items x seeds counts a side's fine-tuning runs (3x2: 3 pretraining runs, 2 seeds each). A run "
              "committed before pretraining seeds is pretraining seed 1's. A pretraining run above "
              f"{collapse_bound(spec)} x unigram at its end is collapsed: its encoder's pairs test nothing.",

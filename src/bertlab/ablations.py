@@ -23,7 +23,6 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab import stage
-from bertlab.errors import UserError
 from bertlab.files import check_writable
 from bertlab.report import collect, render
 from bertlab.report.deviations import deviations
@@ -31,25 +30,6 @@ from bertlab.report.tables import table_names
 from bertlab.tracking import log_report
 
 log = logging.getLogger(__name__)
-
-
-def publish(src: Path, dest: Path) -> None:
-    """Move the report's files from `src` into `dest` file by file, each replacing only the file of its own name:
-    nothing else in `dest`, its `figures/` or `pretrain_loss/` is touched, whatever directory `dest` is (under `dvc
-    repro`, DVC removes the declared outputs before the stage runs, so no earlier report's file lingers there). A
-    directory where a report file goes, or a file where its folder goes, stops the stage before anything moves."""
-    items = sorted(src.rglob("*"))
-    for item in items:
-        target = dest / item.relative_to(src)
-        if target.exists() and target.is_dir() != item.is_dir():
-            raise UserError(f"{target} is in the way of the report's {'folder' if item.is_dir() else 'file'} "
-                                  f"{item.relative_to(src)}: move it, or set ablations.report_dir to another folder")
-    for item in items:
-        target = dest / item.relative_to(src)
-        if item.is_dir():
-            target.mkdir(exist_ok=True)
-        else:
-            item.replace(target)
 
 
 def report_folder(cfg: DictConfig) -> Path:
@@ -67,7 +47,7 @@ def build(cfg: DictConfig, profile: str) -> render.Report:
     with tempfile.TemporaryDirectory(dir=report_dir, prefix=".ablations-") as tmp:
         built = render.write(Path(tmp), spec, results, profile=profile, commit=render.git_commit(),
                              recipe=deviations(cfg, spec.get("paper_recipe", {})))
-        publish(Path(tmp), report_dir)
+        render.publish(Path(tmp), report_dir)
     figures = [report_dir / "figures" / p.name for p in built.figures]
     return render.Report(built.entries, built.findings, figures)
 

@@ -15,7 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from bertlab import ablations
-from bertlab.report import collect, evidence, recompute
+from bertlab.report import collect, evidence, recompute, rerender
 from tests.helpers import REPO
 from tests.report_data import FINETUNE, write_data
 from tests.unit.test_report import config
@@ -134,3 +134,27 @@ def test_a_report_folder_without_claims_json_exits_2(report, tmp_path: Path, cap
     assert recompute.main([str(reports)]) == 2
     assert capsys.readouterr().err == f"error: {reports / 'claims.json'} not found: name the folder the ablations " \
                                       "stage wrote the report into\n"
+
+
+def test_rerender_writes_the_whole_report_again_from_its_evidence_alone(report, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    """Every file but evidence/ removed (no data/ either): `rerender` writes them all again, the same claims.json,
+    CSVs and tables, evidence/ byte for byte, and `recompute` agrees; no evidence is one line and exit 2."""
+    reports = copy(report[0], tmp_path)
+    before = {p.relative_to(reports): p.read_bytes() for p in reports.rglob("*") if p.is_file()}
+    for p in list(reports.iterdir()):
+        if p.name != "evidence":
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    assert rerender.main([str(reports), "--profile", "smoke"]) == 0
+    assert capsys.readouterr().out.endswith(f"re-rendered into {reports} from its evidence\n")
+    after = {p.relative_to(reports): p.read_bytes() for p in reports.rglob("*") if p.is_file()}
+    assert sorted(after) == sorted(before)
+    for name in ("claims.json", "metrics.json", "ablations_findings.csv", "ablations_table5.csv",
+                 "evidence/runs.json", "evidence/items.npz"):
+        assert after[Path(name)] == before[Path(name)], name
+    md, md_before = (text[Path("ablations.md")].decode() for text in (after, before))
+    assert md.split("\n", 3)[3] == md_before.split("\n", 3)[3]  # all but the header's commit line
+    assert recompute.main([str(reports)]) == 0
+    shutil.rmtree(reports / "evidence")
+    assert rerender.main([str(reports), "--profile", "smoke"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {reports / 'evidence'}: no runs.json and items.npz there")

@@ -91,8 +91,8 @@ def test_a_claim_is_decided_on_its_runs_cells_and_a_collapsed_encoder_tests_noth
     text = verdicts.report(tmp_path)
     rows = table_rows(text)
     assert [(r[0], r[1], r[9], r[11]) for r in rows] == [  # mnli, qnli, mrpc, squad: not this run's tasks
-        ("a (pretraining_helps)", "sst2", "reproduced", "2026-11-28-a"),
-        ("a (pretraining_helps)", "conll2003", "unresolved at this scale", "2026-11-28-a"),
+        ("a (pretraining_helps)", "sst2", "reproduced; " + verdicts.ONE_RUN, "2026-11-28-a"),
+        ("a (pretraining_helps)", "conll2003", "unresolved at this scale; " + verdicts.ONE_RUN, "2026-11-28-a"),
         ("a (pretraining_helps)", "sst2", "tests nothing: bert-1 collapsed (> 0.5 x unigram)", "2026-11-29-a")]
     assert rows[0][2:7] == ["BERT_BASE", "From scratch (ours)", "90.5", "70.5", "60.0"]  # means, A's floor
     assert rows[0][8:11:2] == ["1: +20.0", "200 x 2/2"]  # one pretraining run a side: its margin is the estimate
@@ -108,9 +108,9 @@ def test_nsp_is_read_against_the_papers_effect(tmp_path: Path) -> None:
     rows = {r[1]: r for r in verdicts.verdicts(run, verdicts.study())[0]}
     assert set(rows) == {"qnli", "sst2"}
     # QNLI: a tie on 200 items, whose interval still admits the paper's 88.4 - 84.9 = +3.5
-    assert rows["qnli"][9] == ("beyond this scale: the paper's +3.5 is under the dev items' noise, whatever the number "
-                               "of pretraining runs; the interval admits the paper's +3.5")
-    assert rows["sst2"][9].startswith("reproduced; the paper's +0.1 is outside the interval (below it)")
+    assert rows["qnli"][9] == ("unresolved at this scale; the paper's size holds: the interval admits its +3.5; one "
+                               "pretraining run a side: no between-run variance in the interval")
+    assert rows["sst2"][9].startswith("reproduced; the paper's size ruled out: its +0.1 is below the interval")
 
 
 def test_table7_and_table6_claims_keep_to_the_runs_encoders(tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ def test_table7_and_table6_claims_keep_to_the_runs_encoders(tmp_path: Path) -> N
     rows = verdicts.verdicts(d, verdicts.study())[0]
     assert [r[0] for r in rows] == ["d (features_beat_embeddings)"] * 5 + ["d (finetuning_beats_features)"] * 6
     concat = next(r for r in rows if r[2] == "Concat Last Four Hidden" and r[3] == "Embeddings")
-    assert concat[9].startswith("reproduced") and "the paper's +5.1" in concat[9]
+    assert concat[9].startswith("reproduced; the paper's size ruled out") and "its +5.1" in concat[9]
 
     depths = {"L3_H768_A12": ((3, 768, 12, 3072), 60.0), "L6_H768_A12": ((6, 768, 12, 3072), 50.0),
               "L12_H768_A12": (BASE, 40.0)}
@@ -134,7 +134,7 @@ def test_table7_and_table6_claims_keep_to_the_runs_encoders(tmp_path: Path) -> N
     assert pairs == [(c, a, b) for c in ("ppl", "sst2", "mrpc") for a, b in larger]
     assert all(r[9].startswith("reproduced") for r in rows[:3])  # held-out perplexity: 40 < 50 < 60
     assert [r[8] for r in rows[:3]] == ["1: -10.00", "1: -20.00", "1: -10.00"]  # one run each: 50 - 60, 40 - 60, ...
-    assert "the paper's +4.5" in rows[4][9]  # SST-2, 12 vs 3 layers: 92.9 - 88.4
+    assert "its +4.5" in rows[4][9]  # SST-2, 12 vs 3 layers: 92.9 - 88.4
 
 
 def test_a_run_of_some_encoders_is_decided_with_its_bases_cells_of_the_others(tmp_path: Path) -> None:
@@ -151,7 +151,8 @@ def test_a_run_of_some_encoders_is_decided_with_its_bases_cells_of_the_others(tm
                                "command": "ENCODERS=scratch BASE=2026-11-28-a bash benchmarks/gpu/claim.sh a"})
     rows = verdicts.verdicts(again, verdicts.study())[0]
     assert [(r[1], r[4], r[5], r[9], r[11]) for r in rows] == [
-        ("sst2", "90.5", "89.5", "unresolved at this scale", "2026-11-29-a-lr (with 2026-11-28-a)")]
+        ("sst2", "90.5", "89.5", "unresolved at this scale; " + verdicts.ONE_RUN,
+         "2026-11-29-a-lr (with 2026-11-28-a)")]
     assert not (again / "pretrain" / "bert").exists()  # the base's files are read, not copied into the run
     text = verdicts.report(tmp_path)
     assert "- `2026-11-29-a-lr`: claim a (pretrained vs scratch) (its other encoders' cells: `2026-11-28-a`)" in text
@@ -180,7 +181,8 @@ def test_a_claim_over_three_pretraining_runs_is_decided_by_the_multi_bootstrap(t
     first = multi_bootstrap(*(g[:1] for g in groups), "classification", "accuracy", paired=True, **boot)
     assert (pooled.runs_a, pooled.runs_b, pooled.paired) == (3, 3, True)
     assert row[4:6] == ["80.5", "76.2"]  # each side's mean over 3 runs x 2 seeds: (76.5 + 77.5 + 74.5) / 3
-    assert row[7] == f"{pooled.estimate:+.1f} [{pooled.low:+.1f}, {pooled.high:+.1f}]" == "+4.3 [-1.6, +10.3]"
+    # t on ~2 degrees of freedom: wider than the percentile's [-1.6, +10.3] over 3 runs
+    assert row[7] == f"{pooled.estimate:+.1f} [{pooled.low:+.1f}, {pooled.high:+.1f}]" == "+4.3 [-4.4, +13.1]"
     assert f"{first.estimate:+.1f} [{first.low:+.1f}, {first.high:+.1f}]" == "+4.0 [-3.0, +11.0]"
     assert row[8] == "1: +4.0, 2: +1.0, 3: +8.0"  # 80.5 - 76.5, (80.5 - 2) - (76.5 + 1), (80.5 + 2) - (76.5 - 2)
     assert row[10] == "200 x 3x2/3x2"
@@ -221,12 +223,14 @@ def test_a_run_committed_before_pretraining_seeds_is_read_as_pretraining_seed_1(
     (qnli, sst2, squad), _ = verdicts.verdicts(REPO / "reports" / "gpu" / "2026-11-28-b", verdicts.study())
     assert [r[1] for r in (qnli, sst2, squad)] == ["qnli", "sst2", "squad"]
     assert qnli[4:11] == ["58.8", "56.8", "49.5", "+2.1 [+0.3, +3.9]", "1: +2.1",
-                          "reproduced; the interval admits the paper's +3.5", "5463 x 2/2"]
-    assert sst2[7:10] == ["+0.6 [-2.5, +3.7]", "1: +0.6",
-                          "beyond this scale: the paper's +0.1 is under the dev items' noise, whatever the number "
-                          "of pretraining runs; the interval admits the paper's +0.1"]
+                          "reproduced; the paper's size holds: the interval admits its +3.5; " + verdicts.ONE_RUN,
+                          "5463 x 2/2"]
+    assert sst2[7:10] == ["+0.6 [-2.5, +3.7]", "1: +0.6",  # one run a side: not called beyond this scale
+                          "unresolved at this scale; the paper's size holds: the interval admits its +0.1; "
+                          + verdicts.ONE_RUN]
     assert squad[7:10] == ["+0.3 [-0.2, +0.8]", "1: +0.3",
-                           "unresolved at this scale; the interval admits the paper's +0.6"]
+                           "unresolved at this scale; the paper's size holds: the interval admits its +0.6; "
+                           + verdicts.ONE_RUN]
 
 
 def test_with_no_run_committed_the_section_says_so(tmp_path: Path) -> None:

@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import t as student
 
-from bertlab.report import multiboot, stats
+from bertlab.report import multiboot, stats, tinterval
 from bertlab.report.multiboot import MultiContrast, multi_bootstrap
 
 Side = list[list[dict[str, np.ndarray]]]
@@ -100,18 +101,44 @@ def test_paired_runs_give_a_narrower_interval_when_run_effects_are_shared() -> N
 
 
 def test_p_value_and_monte_carlo_error() -> None:
-    """p = 2 min(#draws <= 0 + 1, #draws >= 0 + 1) / (B + 1); the MC error of an end is its SD over bootstrap seeds."""
+    """One run a side: p = 2 min(#draws <= 0 + 1, #draws >= 0 + 1) / (B + 1), at its floor flagged as "below that";
+    the MC error of an end is its SD over bootstrap seeds."""
     rng = np.random.default_rng(3)
-    a, b = study(rng, (0.75, 0.73), runs=4, items=600)
+    a, b = study(rng, (0.75, 0.73), runs=1, seeds=4, items=600)
     results = [multi_bootstrap(a, b, "classification", "accuracy", paired=False, draws=2000, seed=s)
                for s in range(12)]
     c = results[0]
     below, above = np.count_nonzero(c.draws <= 0), np.count_nonzero(c.draws >= 0)
-    assert c.p_value == pytest.approx(2 * (min(below, above) + 1) / 2001)
+    assert c.p_value == pytest.approx(2 * (min(below, above) + 1) / 2001) and math.isnan(c.df)
+    assert c.p_band[0] < c.p_value < c.p_band[1] and not c.p_floor
     assert len(c.draws) == 2000 and c.se == pytest.approx(np.std(c.draws, ddof=1))
     spread = np.std([r.low for r in results], ddof=1)
     assert 0.5 < np.mean([r.mc_error for r in results]) / spread < 2.0
     assert multiboot.mc_error(np.arange(10_001.0), 0.5) == pytest.approx(math.sqrt(10_000 * 0.25), rel=0.01)
+    far = multi_bootstrap(*study(rng, (0.9, 0.6), runs=1, items=600), "classification", "accuracy", paired=False,
+                          draws=500)
+    assert far.p_value == pytest.approx(2 / 501) and far.p_floor
+
+
+def test_several_runs_a_side_get_the_t_interval_and_its_p_value() -> None:
+    """A - B -/+ t_df SE, SE^2 = item_var + the margins' variance / R, df Welch-Satterthwaite's (the run part at its
+    upper bound); the p-value the same t's, not floored by the draws; the interval the same under every bootstrap
+    seed, its Monte-Carlo error item_var's."""
+    rng = np.random.default_rng(3)
+    a, b = study(rng, (0.75, 0.73), runs=3, seeds=1, items=600, shared=0.5)
+    c = multi_bootstrap(a, b, "classification", "accuracy", paired=True, draws=2000, seed=1)
+    part = np.var(np.subtract(c.scores_a, c.scores_b), ddof=1) / 3
+    df = float(tinterval.satterthwaite(c.item_var, part, 2, 600))
+    assert c.df == pytest.approx(df) and 2 < df < 599 and c.se == pytest.approx(math.sqrt(c.item_var + part))
+    half = student.ppf(0.975, df) * c.se
+    assert (c.low, c.high) == pytest.approx((c.estimate - half, c.estimate + half))
+    assert c.p_value == pytest.approx(2 * student.sf(abs(c.estimate) / c.se, df)) and not c.p_floor
+    assert c.p_band[0] <= c.p_value <= c.p_band[1]
+    assert c.mc_error == pytest.approx(student.ppf(0.975, df) * c.item_var_mc / (2 * c.se))
+    again = multi_bootstrap(a, b, "classification", "accuracy", paired=True, draws=2000, seed=9)
+    assert (again.low, again.high, again.p_value) == (c.low, c.high, c.p_value)
+    plug_in = student.ppf(0.975, (c.item_var + part) ** 2 / (c.item_var**2 / 599 + part**2 / 2)) * c.se
+    assert half > plug_in  # the run part read at its upper bound: fewer degrees of freedom than the plug-in's
 
 
 def test_a_settled_verdict_keeps_to_the_bootstrap_seed() -> None:
@@ -159,12 +186,12 @@ def test_variance_parts() -> None:
 
 
 def test_the_item_variance_keeps_to_the_evidence_not_the_bootstrap_seed() -> None:
-    """The power's item variance is read on a fixed stream: every bootstrap seed gives the same value (so the same
-    runs needed and the same "beyond this scale"), while the draws, and so the interval, do change with the seed."""
+    """The item variance is read on a fixed stream: every bootstrap seed gives the same value (so the same interval,
+    the same runs needed and the same "beyond this scale"), while the draws do change with the seed."""
     a, b = study(np.random.default_rng(8), (0.75, 0.74), runs=3, seeds=2, sd_run=0.005)
     results = [multi_bootstrap(a, b, "classification", "accuracy", paired=False, draws=2000, seed=s) for s in range(4)]
     assert len({r.item_var for r in results}) == 1 and results[0].item_var > 0
-    assert len({r.low for r in results}) > 1
+    assert len({r.low for r in results}) == 1 and len({float(r.draws[0]) for r in results}) > 1
 
 
 def test_the_item_variances_monte_carlo_sd_is_its_spread_over_streams(monkeypatch) -> None:

@@ -17,8 +17,7 @@ def test_z_sum_is_2_80_at_5_percent_and_80_percent_power() -> None:
 
 
 def test_mde_is_z_sum_standard_errors() -> None:
-    draws = np.random.default_rng(0).normal(1.0, 0.5, 200_000)
-    assert power.mde(draws) == pytest.approx(2.8016 * 0.5, rel=0.01)
+    assert power.mde(0.5) == pytest.approx(2.8016 * 0.5, rel=1e-4)
     assert power.mde_at(4, run_var=2.0, item_var=0.5) == pytest.approx(power.z_sum() * 1.0)
 
 
@@ -97,3 +96,23 @@ def test_a_measured_between_run_variance_carries_its_interval_into_the_runs_need
     assert 2 <= unpaired.run_df <= 4  # Welch-Satterthwaite: between one side's and both sides' runs - 1
     one = multi_bootstrap(*(side[:1] for side in (a, b)), "classification", "accuracy", paired=True, draws=4000)
     assert power.power_of(one, effect=5.0, assumed_run_var=2 * 1.4**2).runs_range is None
+
+
+def test_beyond_this_scale_is_the_power_with_unlimited_runs_not_a_ratio_above_1() -> None:
+    """Past Z^2 item_var = delta^2 no number of runs reaches 80% power, yet unlimited runs may still have 77%: only
+    under 50% (the effect inside the item noise's own interval) does no number of runs resolve it."""
+    a, b = study(np.random.default_rng(1), (0.75, 0.72), runs=3, items=600)
+    c = multi_bootstrap(a, b, "classification", "accuracy", paired=True, draws=4000)
+    sd = math.sqrt(c.item_var)
+    near = power.power_of(c, effect=2.7 * sd)  # z_sum is 2.80: just short of 80% with unlimited runs
+    assert math.isinf(near.runs_needed) and 0.7 < near.unlimited < 0.8 and not near.beyond
+    far = power.power_of(c, effect=1.0 * sd)
+    assert math.isinf(far.runs_needed) and far.unlimited == pytest.approx(0.17, abs=0.01) and far.beyond
+    assert power.unlimited_power(1.96, 1.0) == pytest.approx(0.5, abs=0.001)
+    assert power.unlimited_power(0.0, 1.0) == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize(("runs", "low", "high", "carried"), [
+    (35, 16, 332, 40), (35, 30, 50, 35), (7, 3, 60, 7), (149, 60, 900, 100), (math.inf, 3, math.inf, math.inf)])
+def test_the_runs_needed_keep_what_their_range_carries(runs: float, low: float, high: float, carried: float) -> None:
+    assert power.carried(runs, low, high) == carried

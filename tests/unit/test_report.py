@@ -237,7 +237,10 @@ def test_the_findings_csv_sets_the_papers_effect_beside_each_interval(built) -> 
         "reproduced", "0.2", "below", "True")
     tie = rows["nsp_helps", "sst2", "BERT_BASE", "No NSP"]
     assert (tie["verdict"], tie["paper_effect"], tie["paper_vs_interval"], tie["compressed"]) == (
-        "beyond this scale", "0.1", "inside", "False")  # the paper's +0.1 is under SST-2's item noise
+        "unresolved at this scale", "0.1", "inside", "False")  # one run a side: never called beyond this scale
+    assert (tie["size"], tie["label"]) == ("the paper's size holds", "unresolved at this scale; the paper's size holds")
+    assert (nsp["size"], nsp["own_check"]) == ("the paper's size ruled out", "False")
+    assert rows["pretraining_helps", "mrpc", "BERT_BASE", "From scratch (ours)"]["own_check"] == "True"
     ppl = rows["size_ppl", "ppl", "12/768/12", "3/768/12"]  # the paper's perplexities: not comparable
     assert (ppl["verdict"], ppl["paper_effect"], ppl["paper_vs_interval"]) == ("reproduced", "", "")
     missing = rows["nsp_helps", "mnli", "BERT_BASE", "No NSP"]
@@ -315,9 +318,9 @@ def test_wandb_offline_run(built, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     media = {p.name.split("_")[0]: json.loads(p.read_text()) for p in (run_dir / "files" / "media").rglob("*.json")}
     assert sorted(media) == sorted(["findings", *SPEC["tables"]])  # each table of the study, and the findings
     findings = media["findings"]
-    assert findings["columns"][6:10] == ["estimate", "low", "high", "verdict"]
-    nsp_mrpc = [r for r in findings["data"] if r[0] == "nsp_helps" and r[3] == "mrpc"]
-    assert nsp_mrpc[0][6] == 27.0 and nsp_mrpc[0][9] == "reproduced"
+    assert findings["columns"][7:11] == ["estimate", "low", "high", "verdict"]
+    nsp_mrpc = [r for r in findings["data"] if r[0] == "nsp_helps" and r[4] == "mrpc"]
+    assert nsp_mrpc[0][7] == 27.0 and nsp_mrpc[0][10] == "reproduced"
     assert media["table5"]["columns"][-2:] == ["floor", "floor_status"]
     images = sorted(p.name.split("_")[0] for p in (run_dir / "files" / "media" / "images").rglob("*.png"))
     assert images == ["claims", "pretrain", "table6", "table7"]  # the forest plot among the figures
@@ -369,10 +372,12 @@ def test_the_summary_says_what_the_encoder_learned(built) -> None:
                           "sentence's mean real-token vector; a word's first sub-token), fitted to convergence with "
                           "its L2 strength chosen by cross-validated log-loss on the training examples only: the "
                           "same procedure for both encoders.")
-    assert re.fullmatch(r"- The paper's claims on our runs: \d+ reproduced, \d+ contradicted, \d+ unresolved at this "
-                        r"scale, \d+ beyond this scale, \d+ not measured of \d+ pairs; family-wise \(Holm within "
-                        r"each table\): \d+ "
-                        r"reproduced, \d+ contradicted\.", summary[2])
+    counts = r"\d+ reproduced, \d+ contradicted, \d+ unresolved at this scale, \d+ not measured of \d+ pairs"
+    holm = r"; family-wise \(Holm within each table\): \d+ reproduced, \d+ contradicted\."
+    assert re.fullmatch(r"- The paper's claims on our runs: " + counts + r" \(of the \d+ resolved beside the "
+                        r"paper's own A - B: \d+ at its size, \d+ ruling it out\)" + holm, summary[2])
+    assert re.fullmatch(r"- The project's own checks \(from scratch, the probes, the perplexity bound; not the "
+                        r"paper's\): " + counts + holm, summary[3])
 
 
 def test_an_encoder_at_its_floor_is_said_to_have_not_learned_enough(tmp_path: Path) -> None:

@@ -213,7 +213,7 @@ def test_the_csv_markdown_and_figures(work: Path, tmp_path: Path) -> None:
     assert "| pretraining | held-out ppl / unigram (A / B) | 32 examples | all examples (lr 0.0001) |" in text
     assert ("| Pretraining helps: SST-2 | 32 examples | reproduced at every budget measured (2.46M tokens); 1 of 2 "
             "budgets measured | none |") in text
-    assert "contradicted; the paper's +5.1 is outside the interval (above it) (40.0 vs 80.0) |" in text
+    assert "contradicted; the paper's size ruled out: its +5.1 is above the interval (40.0 vs 80.0) |" in text
     assert "The paper's A − B: +5.1." in text and "The paper's A − B: none." in text
     assert "| concat beats embeddings | all examples (lr 0.0001) | not measured |" in text
     points = (tmp_path / "reports" / "scaling" / "pretraining_sst2.csv").read_text().splitlines()
@@ -323,10 +323,10 @@ def test_a_claims_paper_effect_goes_beside_each_interval(work: Path) -> None:
     near, far = at(3.5), at(30.0)
     tie = near["pretraining_sst2", 2, None]  # 70 vs 70 on 200 items: an interval some points wide
     assert report.stats.reading(tie.contrast, tie.paper, tie.compressed) == (
-        "unresolved at this scale; the interval admits the paper's +3.5")
+        "unresolved at this scale; the paper's size holds: the interval admits its +3.5")
     tie = far["pretraining_sst2", 2, None]
     assert report.stats.reading(tie.contrast, tie.paper, tie.compressed) == (
-        "unresolved at this scale; the paper's +30.0 is outside the interval (above it)")
+        "unresolved at this scale; the paper's size ruled out: its +30.0 is above the interval")
     assert near["pretraining_sst2", 2, 32].compressed and not tie.compressed  # scratch's 61.0: at its 60.0 floor
     assert near["concat", 2, 32].paper is None  # a claim `papers` does not name
     # the summary sets the paper's effect against the interval of the largest pretraining budget measured

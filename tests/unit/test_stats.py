@@ -175,6 +175,10 @@ def test_summarize() -> None:
     assert stats.summarize([c(stats.NOT_MEASURED)]) == (
         "0 reproduced, 0 contradicted, 0 unresolved at this scale, 1 not measured of 1 pair"
     )
+    sized = [stats.Contrast(2.0, 1.0, 3.0, v, 10, 2, 2) for v in (stats.REPRODUCED,) * 3 + (stats.UNRESOLVED,)]
+    assert stats.summarize(sized, [2.5, 10.7, None, 9.0]) == (  # the unresolved one ruling it out is not counted
+        "3 reproduced, 0 contradicted, 1 unresolved at this scale of 4 pairs (of the 2 resolved beside the paper's own "
+        "A - B: 1 at its size, 1 ruling it out)")
 
 
 def test_interval_covers_the_true_difference_95_percent_of_the_time() -> None:
@@ -237,12 +241,16 @@ def test_ratio_to_floor_over_pretraining_runs_resamples_them() -> None:
 
 @pytest.mark.parametrize("low, high, verdict, paper, where, text", [
     (-2.5, 1.2, stats.UNRESOLVED, 3.5, "above",
-     "unresolved at this scale; the paper's +3.5 is outside the interval (above it)"),
-    (-6.9, 3.3, stats.UNRESOLVED, 1.6, "inside", "unresolved at this scale; the interval admits the paper's +1.6"),
-    (1.1, 4.4, stats.REPRODUCED, 10.7, "above", "reproduced; the paper's +10.7 is outside the interval (above it)"),
-    (-5.9, -0.3, stats.CONTRADICTED, 0.1, "above", "contradicted; the paper's +0.1 is outside the interval (above it)"),
-    (-1.0, 1.0, stats.UNRESOLVED, -2.0, "below", "unresolved at this scale; the paper's -2.0 is outside the interval "
-     "(below it)"),
+     "unresolved at this scale; the paper's size ruled out: its +3.5 is above the interval"),
+    (-6.9, 3.3, stats.UNRESOLVED, 1.6, "inside",
+     "unresolved at this scale; the paper's size holds: the interval admits its +1.6"),
+    (1.1, 4.4, stats.REPRODUCED, 10.7, "above",
+     "reproduced; the paper's size ruled out: its +10.7 is above the interval"),
+    (1.1, 4.4, stats.REPRODUCED, 2.0, "inside", "reproduced; the paper's size holds: the interval admits its +2.0"),
+    (-5.9, -0.3, stats.CONTRADICTED, 0.1, "above", "contradicted; the paper's size ruled out: its +0.1 is above the "
+     "interval"),
+    (-1.0, 1.0, stats.UNRESOLVED, -2.0, "below", "unresolved at this scale; the paper's size ruled out: its -2.0 is "
+     "below the interval"),
     (-1.0, 1.0, stats.UNRESOLVED, None, None, "unresolved at this scale"),
     (math.nan, math.nan, stats.NOT_MEASURED, 3.5, None, "not measured"),
 ])
@@ -252,6 +260,8 @@ def test_a_verdict_says_whether_its_interval_admits_the_papers_effect(low: float
     contrast = stats.Contrast((low + high) / 2, low, high, verdict, 100, 1, 1)
     assert stats.against_paper(contrast, paper) == where
     assert stats.reading(contrast, paper) == text
+    assert stats.label(contrast, paper) == text.split(":")[0]  # direction and size, the reading's first words
+    assert stats.size_of(contrast, paper) == {None: None, "inside": stats.SIZE_HOLDS}.get(where, stats.SIZE_OUT)
     if verdict != stats.NOT_MEASURED:
         assert stats.reading(contrast, paper, compressed=True) == text + "; a side is at its floor, where effects are compressed"
 

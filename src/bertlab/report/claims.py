@@ -74,32 +74,35 @@ def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, An
 
 
 def _power(c: stats.Contrast, paper: float | None, run_sd: float | None,
-           alpha: float) -> tuple[float | None, float | None, str, float | None, tuple[float, float] | None]:
-    """A measured contrast's MDE at 80% power (its design's: the draws' SD; with one pretraining run a side that
-    leaves the between-run variance out), the pretraining runs a side `paper`'s effect needs (at `run_sd` where the
-    between-run variance is unmeasured; None where there is no effect or no SD to size it with), both in words, on
-    an edge (`power.Power.edge`) the fewest runs a side within the item variance's Monte-Carlo error, and where the
-    between-run variance is measured and the runs needed finite, their range over its interval (`Power.runs_range`)."""
+           alpha: float) -> tuple[float | None, power.Power | None, str, float | None]:
+    """A measured contrast's MDE at 80% power (its design's: the contrast's SE; with one pretraining run a side that
+    leaves the between-run variance out), its power sized at the paper's effect (at `run_sd` where the between-run
+    variance is unmeasured; None where there is no effect or no SD to size it with): the pretraining runs a side it
+    needs, rounded to what their range carries, and the power with unlimited runs; both in words, and on an edge
+    (`power.Power.edge`) the fewest runs a side within the item variance's Monte-Carlo error."""
     if not isinstance(c, MultiContrast) or c.verdict == stats.NOT_MEASURED:
-        return None, None, "", None, None
+        return None, None, "", None
     design = power.power_of(c, paper, alpha=alpha)
     sized = power.power_of(c, paper, None if run_sd is None else run_sd**2, alpha=alpha)
     notes = [design.note] if design.note else []
     span = sized.runs_range
     if sized.runs_needed is not None:
         at = f"at the assumed between-run SD of {run_sd:g} " if sized.note == power.ASSUMED else ""
-        runs = sized.runs_needed
+        runs, least = sized.runs_needed, "at least " if sized.note == power.ASSUMED else ""
         notes.append(f"{at}the paper's {paper:+.1f} " + (
-            "cannot be decided at this scale: the dev items' noise alone exceeds it" if math.isinf(runs) else
-            f"needs {runs:.0f} pretraining run{'' if runs == 1 else 's'} a side"))
+            f"reaches 80% power at no number of pretraining runs: with unlimited runs a side, {least}"
+            f"{sized.unlimited:.0%}" if math.isinf(runs) else
+            f"needs {'~' * (span is not None and span[1] > 2 * span[0] and runs >= 10)}{runs:.0f} pretraining "
+            f"run{'' if runs == 1 else 's'} a side"))
         if span and span[0] != span[1]:
-            notes[-1] += (f" ({span[0]:.0f} to {span[1]:.0f} at the ends of the between-run variance's "
-                          f"{power.RUN_VAR_LEVEL:.0%} interval, {c.run_df:.3g} degrees of freedom)")
+            notes[-1] += (f" ({span[0]:.0f} to {span[1]:.0f} over the between-run variance's "
+                          f"{power.RUN_VAR_LEVEL:.0%} interval, {c.run_df:.3g} degrees of freedom, and the item "
+                          "variance's Monte-Carlo error)")
     fewest = sized.runs_band[0] if sized.edge else None
     if fewest is not None:
         notes.append(f"on the edge: within the dev items' noise's Monte-Carlo error it needs {fewest:.0f} or more "
                      "runs a side, or no number of runs decides it")
-    return design.mde, sized.runs_needed, "; ".join(notes), fewest, span
+    return design.mde, sized if sized.runs_needed is not None else None, "; ".join(notes), fewest
 
 
 def _side(spec: dict[str, Any], table: str, row: str) -> Side:
@@ -202,17 +205,32 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
             budget = budgets[0] if budgets[0] == budgets[1] else " / ".join(x or "—" for x in budgets)
             effect = paper_effect(spec, table, a.row, b.row, column)
             run_sd = None if column == PPL else bootstrap.get("run_sd")
-            mde, runs, note, fewest, span = _power(result, effect, run_sd, alpha)
-            if result.verdict == stats.UNRESOLVED and runs == math.inf and fewest is None:
-                result = replace(result, verdict=stats.BEYOND)  # not on an edge: no number of runs decides it
+            mde, sized, note, fewest = _power(result, effect, run_sd, alpha)
+            runs = sized.runs_needed if sized else None
+            if (result.verdict == stats.UNRESOLVED and sized and sized.beyond and fewest is None
+                    and sized.note != power.ASSUMED):  # unlimited runs under BEYOND_POWER, measured run variance
+                result = replace(result, verdict=stats.BEYOND)
             pairs.append(Pair(column, a, b, result, reason, budget=budget, paper=effect,
                               compressed=any(c.at_floor for c in cells), seeds=(len(cells[0].runs), len(cells[1].runs)),
                               pretrain_runs=(len(cells[0].groups), len(cells[1].groups)),
-                              mde=mde, runs_needed=runs, power_note=note, runs_edge=fewest, runs_range=span,
+                              mde=mde, runs_needed=runs, power_note=note, runs_edge=fewest,
+                              runs_range=sized.runs_range if sized else None,
+                              unlimited=sized.unlimited if sized else None,
                               same_as=_repeat(results, a, b, cells)))
         declared.append((claim, pairs))
-    findings = [Finding(c["id"], c["table"], c["text"], tuple(pairs)) for c, pairs in declared]
+    findings = [Finding(c["id"], c["table"], c["text"], tuple(pairs), own=own(spec, c)) for c, pairs in declared]
     return _familywise(_count_once(findings, results, cell), alpha)
+
+
+def own(spec: dict[str, Any], claim: dict[str, Any]) -> bool:
+    """Whether a claim is one of the project's own checks, not the paper's: a bound on a floor (`floor_ratio`), or a
+    side whose row the paper has no numbers for (from scratch, a probe: its table gives the row no `paper`)."""
+    if claim.get("floor_ratio") is not None:
+        return True
+    if claim.get("by_size"):
+        return False
+    named = [r for key in ("better", "than") for r in (claim[key] if isinstance(claim[key], list) else [claim[key]])]
+    return any(rows(spec, claim["table"]).get(r, {}).get("paper") is None for r in named)
 
 
 Model = tuple[str, ...]
@@ -261,7 +279,8 @@ def _count_once(findings: list[Finding], results: Results, cell: CellOf) -> list
 
 def _familywise(findings: list[Finding], alpha: float) -> list[Finding]:
     """Each table's counted, measured pairs read family-wise: Holm over their p-values at `alpha`
-    (`bertlab.report.family`)."""
+    (`bertlab.report.family`), and on an edge where Holm over the ends of their p-values' Monte-Carlo band
+    (`MultiContrast.p_band`) reads a resolved verdict both ways."""
     members: dict[str, list[tuple[int, int]]] = {}
     for i, f in enumerate(findings):
         for j, p in enumerate(f.pairs):
@@ -270,7 +289,10 @@ def _familywise(findings: list[Finding], alpha: float) -> list[Finding]:
     pairs = [list(f.pairs) for f in findings]
     for where in members.values():
         contrasts = [pairs[i][j].contrast for i, j in where]
-        for (i, j), p, verdict in zip(where, family.holm([c.p_value for c in contrasts]),
-                                      family.familywise(contrasts, alpha)):
-            pairs[i][j] = replace(pairs[i][j], holm_p=float(p), familywise=verdict)
+        lows, highs = (family.holm([c.p_band[end] for c in contrasts]) for end in (0, 1))
+        for (i, j), p, verdict, low, high in zip(where, family.holm([c.p_value for c in contrasts]),
+                                                 family.familywise(contrasts, alpha), lows, highs):
+            resolved = pairs[i][j].contrast.verdict in (stats.REPRODUCED, stats.CONTRADICTED)
+            pairs[i][j] = replace(pairs[i][j], holm_p=float(p), familywise=verdict,
+                                  holm_edge=bool(resolved and (low <= alpha) != (high <= alpha)))
     return [replace(f, pairs=tuple(ps)) for f, ps in zip(findings, pairs)]

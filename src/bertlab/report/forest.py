@@ -1,5 +1,6 @@
 """The verdicts as one picture: a forest plot of every measured claim pair (A - B with its 95% interval, the paper's
-A - B beside it), a panel per claim, its pairs' verdicts by marker and colour."""
+A - B beside it), a panel per claim, its pairs' verdicts on the direction by marker and colour, on the paper's size by
+fill: hollow where the paper's A - B lies outside the interval (its size ruled out)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from bertlab.report.cells import PPL  # noqa: E402
 from bertlab.report.claims import Finding, Pair  # noqa: E402
-from bertlab.report.stats import BEYOND, CONTRADICTED, NOT_MEASURED, REPRODUCED, UNRESOLVED  # noqa: E402
+from bertlab.report.stats import (BEYOND, CONTRADICTED, NOT_MEASURED, REPRODUCED, SIZE_OUT,  # noqa: E402
+                                  UNRESOLVED)
 
 STYLE = {  # verdict -> (marker, colour): told apart by shape too, for greyscale and colour-blind readers
     REPRODUCED: ("o", "#1b9e77"), CONTRADICTED: ("X", "#d95f02"), UNRESOLVED: ("D", "#7570b3"),
@@ -73,7 +75,8 @@ def plot_claims(path: Path, findings: list[Finding]) -> list[list[str]]:
             c = pair.contrast
             marker, colour = STYLE[c.verdict]
             ax.errorbar(c.estimate, y, xerr=[[c.estimate - c.low], [c.high - c.estimate]], fmt=marker,
-                        color=colour, ecolor=colour, capsize=3, ms=7, zorder=3)
+                        color=colour, ecolor=colour, capsize=3, ms=7, zorder=3, mew=1.5,
+                        mfc="white" if pair.size == SIZE_OUT else colour)
             if pair.paper is not None:
                 ax.plot(pair.paper, y, "|", color="black", ms=14, mew=2, zorder=2, gid="paper")
         ax.axvline(pairs[0].bound if pairs[0].ratio else 0.0, color="black", lw=0.8,
@@ -91,9 +94,12 @@ def plot_claims(path: Path, findings: list[Finding]) -> list[list[str]]:
         ax.set_xlabel(unit(pairs), fontsize=8)
         ax.grid(axis="x", alpha=0.3)
     fig.legend(handles=[Line2D([], [], ls="", marker=m, color=c, label=v) for v, (m, c) in STYLE.items()] + [
+        Line2D([], [], ls="", marker="o", mfc="white", mew=1.5, color="black",
+               label=f"hollow: {SIZE_OUT} (outside the interval)"),
         Line2D([], [], ls="", marker="|", ms=12, mew=2, color="black", label="the paper's A − B")],
-        loc="outside upper center", ncol=4, fontsize=8, frameon=False)
-    foot = "95% paired-bootstrap intervals; * a side at its floor (effects compressed)."
+        loc="outside upper center", ncol=3, fontsize=8, frameon=False)
+    foot = ("95% intervals (over several pretraining runs: t on the Multi-Bootstrap's variance parts); * a side at its "
+            "floor (effects compressed).")
     if unmeasured:
         foot += " No pair measured: " + ", ".join(unmeasured) + "."
     fig.supxlabel(textwrap.fill(foot, 160), fontsize=7, x=0.01, ha="left")

@@ -7,10 +7,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from bertlab.report import power, stats
+from bertlab.report import stats
 from bertlab.report.cells import PPL, Entry
 from bertlab.report.collect import NOT_RUN, OK, Results, encoder_record
-from bertlab.report.multiboot import DRAWS, SETTLED_Z
+from bertlab.report.legend import legend
+from bertlab.report.multiboot import DRAWS, MultiContrast
 from bertlab.report.pairs import Finding, Pair
 from bertlab.report.tables import encoder_of, rows, shape_text, table_names, tasks
 
@@ -22,64 +23,11 @@ LEGEND = (
     "and **below floor** when ours is worse (no floor: the runs wrote no per-item file). \"no data\" = the task's "
     "data could not be had, \"—\" = not run at this profile (why: below the table)."
 )
-VERDICTS = (
-    "Each claim is the paper's \"A better than B\"; each pair shows A − B on our runs (points of the dev metric; for "
-    "perplexity, in perplexity, where lower is better: a negative difference is A's win) with its {level:.0%} "
-    "paired-bootstrap interval ({draws:,} draws resampling the dev items, the same for A and B{seeds}), and a "
-    "verdict: **{r}** (the interval excludes 0 in the paper's direction), **{c}** (it excludes 0 the "
-    "other way), **{u}** (it includes 0), **{b}** (it includes 0, and the paper's effect is under the dev items' "
-    "noise: no number of pretraining runs would resolve it here), **{m}** (a side is missing, or its metric is not "
-    "finite). Beside it, what the interval says of the paper's own A − B (from its numbers in the tables above): "
-    "it admits it, or the paper's "
-    "is outside it (above it: the effect here is smaller than the paper's, or of the other sign; below it: larger), "
-    "which an unresolved verdict can still say; none where the paper has no number for a side, nor for perplexity "
-    "(the paper's is on another tokenizer and corpus). A side at (or below) its floor is flagged: there effects are "
-    "compressed."
-)
-SEEDS = {  # what the intervals resample of the fine-tuning seeds, by whether the measured pairs' sides have several
-    (True, False): ", and each side's fine-tuning seeds",
-    (False, True): "; each side has one fine-tuning seed, so the variation between seeds is not in the interval",
-}
-MULTI = (" Where a side is over several pretraining runs (the items × runs column: runs × fine-tuning seeds each), the "
-         "interval is the Multi-Bootstrap's (Sellam et al. 2022): it resamples the pretraining runs (paired by seed "
-         "where both sides ran the same seeds), each drawn run's fine-tuning seeds and the dev items, so it speaks of "
-         "the procedures, not of one run of each; each run's own A − B follows the interval (\"runs\").")
-SOME_SEEDS = (", and the fine-tuning seeds of a side that has more than one; a side with one seed, as the items × "
-              "runs column shows, leaves the variation between seeds out of the interval")
-POWER = (
-    "Beside each verdict, its power and its family-wise reading. **MDE**: the smallest |A − B| the pair's design "
-    "detects with {power:.0%} power at a two-sided {alpha:g} level ({z:.2f} × the SD of the bootstrap's draws), and "
-    "whether the paper's |A − B| is above it (this design could have detected the paper's effect) or below it."
-    "{runs} **Holm**: Holm's correction of the pairs' two-sided bootstrap p-values (of A − B = 0) "
-    "within each table's measured pairs: a resolved verdict **holds** family-wise where its adjusted p is at most "
-    "{alpha:g}, and is **not family-wise** otherwise (the perplexity-over-floor claim is its own family). "
-    "{draws:,} draws put an interval end's Monte-Carlo error near 1% of the interval's width; a verdict whose end "
-    "another bootstrap seed could move onto or across 0 (the draws below 0 within {z_mc:g} binomial SDs of the end's "
-    "rank) reads unresolved, flagged **edge: within the bootstrap's Monte-Carlo error of 0**, with its ends' "
-    "Monte-Carlo error: the bootstrap's own seed does not decide a verdict."
-)
-ONE_RUN = (" {where}ach side is one pretraining run, so the variation between pretraining runs is in neither the "
-           "interval nor the MDE (a lower bound).")
-RUNS = (" {where}t an assumed between-run SD of {sd:g} points for an A − B margin (`ablations.bootstrap.run_sd`: a "
-        "pilot's three pretraining runs a side, NSP at the `cpu` recipe) the column gives the pretraining runs a side "
-        "the paper's effect would need, or \"cannot be decided at this scale\" where the dev items' noise alone "
-        "exceeds it, whatever the number of runs.")
-SEVERAL_RUNS = (
-    " {where}ach side is over several pretraining runs, so the variation between them is in the interval and the MDE, "
-    "and the column gives the pretraining runs a side the paper's effect needs at the measured between-run variance "
-    "of a margin, or \"cannot be decided at this scale\" where the dev items' noise alone exceeds it, whatever the "
-    "number of runs. That variance is an estimate on few degrees of freedom (2 with three paired runs), so the runs "
-    "needed are followed by their range at the ends of its {level:.0%} chi-square interval where it spans more than "
-    "one count: a planning figure, not a measurement.")
-ONCE = ("Counted once: a pair whose sides are the models of an earlier pair's repeats its contrast: the same rows "
-        "in another claim, or a row that is the same model as another at the encoder's depth (it reads the same "
-        "hidden states and combines them alike, as Table 7's weighted sums of all layers and of the last four do at a "
-        "4-layer encoder). It is shown with its numbers, marked *counted once*, and left out of the verdict counts and "
-        "the family-wise reading.")
 PPL_NOTE = ("The perplexity intervals cover held-out instances only: each encoder has one pretraining run, so the "
             "variation between pretraining runs is not in them.")
-PPL_RUNS_NOTE = ("The perplexity intervals resample the held-out instances, the same for every run, and each side's "
-                 "pretraining runs (the items × runs column), as the Multi-Bootstrap does.")
+PPL_RUNS_NOTE = ("The perplexity intervals over several pretraining runs (the items × runs column) are t intervals on "
+                 "the runs' spread and the held-out instances' noise that every run shares (the instances resampled, "
+                 "the same for every run), as the other pairs' are.")
 PROBE_NOTE = ("Each side's probe is a logistic regression on its frozen, standardised features (a sentence's mean "
               "real-token vector; a word's first sub-token), fitted to convergence with its L2 strength chosen by "
               "cross-validated log-loss on the training examples only: the same procedure for both encoders.")
@@ -175,17 +123,19 @@ def _difference(pair: Pair) -> str:
 
 
 def _verdict(pair: Pair) -> str:
-    """The verdict in bold with its reading, the bootstrap-seed edge and why it was not measured; for a pair
-    repeating another's models, where it is counted."""
+    """The verdict on direction and size in bold with its reading, the bootstrap-seed edge and why it was not measured;
+    for a pair repeating another's models, where it is counted."""
     c = pair.contrast
     if not pair.counted:
         return f"*counted once*: {pair.same_as}"
     edge = f"; **edge: within the bootstrap's Monte-Carlo error of 0** (±{c.mc_error:.2f})" if pair.edge else ""
-    return f"**{c.verdict}**{pair.reading.removeprefix(c.verdict)}{edge}" + (f" ({pair.reason})" if pair.reason else "")
+    return f"**{pair.label}**{pair.reading.removeprefix(pair.label)}{edge}" + (f" ({pair.reason})" if pair.reason
+                                                                             else "")
 
 
 def _power(pair: Pair) -> str:
-    """The MDE, the paper's effect against it, and the pretraining runs a side it needs, or "—"."""
+    """The MDE, the paper's effect against it, and the pretraining runs a side it needs (or the power with unlimited
+    runs where no number reaches 80%), or "—"."""
     if pair.mde is None or not pair.counted:
         return "—"
     parts = [f"{pair.mde:.{2 if pair.column == PPL else 1}f}"]
@@ -194,20 +144,30 @@ def _power(pair: Pair) -> str:
     if pair.runs_needed is not None:
         n = pair.runs_needed
         lo, hi = pair.runs_range or (n, n)
+        rough = "~" if hi > 2 * lo and n >= 10 else ""
         span = f" ({lo:.0f}-{hi:.0f})" if lo != hi else ""
-        parts.append("cannot be decided at this scale" if math.isinf(n)
-                     else f"{n:.0f} run{'s' * (n > 1)} a side{span}")
+        least = "≥ " if min(pair.pretrain_runs) == 1 else ""
+        parts.append(f"no number of runs reaches 80%: unlimited runs a side {least}{pair.unlimited:.0%} power"
+                     if math.isinf(n) else f"{rough}{n:.0f} run{'s' * (n > 1)} a side{span}")
     if pair.runs_edge is not None:
         parts.append(f"edge: {pair.runs_edge:.0f}+ runs a side or none, within the Monte-Carlo error")
     return "; ".join(parts)
 
 
+def p_text(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def _holm(pair: Pair) -> str:
-    """Whether a resolved verdict holds family-wise, with its Holm-adjusted p; "—" for any other."""
+    """Whether a resolved verdict holds family-wise, with its Holm-adjusted p (and the edge where the p-values'
+    Monte-Carlo error spans both readings); "—" for any other."""
     if pair.holm_p is None or pair.contrast.verdict not in (stats.REPRODUCED, stats.CONTRADICTED):
         return "—"
-    p = "< 0.001" if pair.holm_p < 0.001 else f"{pair.holm_p:.3f}"
-    return f"holds (p {p})" if pair.familywise == pair.contrast.verdict else f"not family-wise (p {p})"
+    floor = isinstance(pair.contrast, MultiContrast) and pair.contrast.p_floor
+    p = f"{'≤' if floor else ''}{p_text(pair.holm_p)}".replace("≤<", "<")
+    edge = "; **edge**: within the p-values' Monte-Carlo error of the level" if pair.holm_edge else ""
+    held = "holds" if pair.familywise == pair.contrast.verdict else "not family-wise"
+    return f"{held} (p {p}){edge}"
 
 
 def _pair_row(pair: Pair, label: dict[str, str]) -> list[str]:
@@ -217,38 +177,6 @@ def _pair_row(pair: Pair, label: dict[str, str]) -> list[str]:
     size = f"{c.n_items} × {runs}" if c.n_items else "—"
     return [label.get(pair.column, "LM ppl"), pair.a.label, pair.b.label, _difference(pair), size,
             pair.budget or "—", _verdict(pair), _power(pair), _holm(pair)]
-
-
-def _runs_legend(boot: dict[str, Any], pairs: list[Pair]) -> str:
-    """What the interval and the power hold of the variation between pretraining runs: unmeasured where a side is one
-    run (the runs needed at the assumed `run_sd`, if any), measured where both sides are several."""
-    one = {min(p.pretrain_runs) == 1 for p in pairs}
-    mixed = len(one) == 2
-    text = ""
-    if True in one:
-        text += ONE_RUN.format(where="Where a side is one run, e" if mixed else "E")
-        if boot.get("run_sd") is not None:
-            text += RUNS.format(where="Where a side is one run, a" if mixed else "A", sd=boot["run_sd"])
-    if False in one:
-        text += SEVERAL_RUNS.format(where="Where both sides are several runs, e" if mixed else "E",
-                                    level=power.RUN_VAR_LEVEL)
-    return text
-
-
-def legend(boot: dict[str, Any], findings: list[Finding]) -> list[str]:
-    """The findings' legend: what a pair shows (the fine-tuning seeds resampled as the measured task pairs' sides
-    have them), its power and family-wise reading, and, where a pair repeats another's models, how it is counted."""
-    pairs = [p for f in findings for p in f.pairs if p.counted and p.contrast.n_items and p.column != PPL]
-    several = {n > 1 for p in pairs for n in p.seeds}
-    alpha = round(1 - boot["level"], 6)
-    runs = _runs_legend(boot, pairs)
-    seeds = SEEDS.get((True in several, False in several), SOME_SEEDS)  # all several, all one; else mixed (or none)
-    multi = MULTI if any(max(p.pretrain_runs) > 1 for p in pairs) else ""
-    lines = [VERDICTS.format(level=boot["level"], draws=boot["draws"], seeds=seeds, r=stats.REPRODUCED,
-                             c=stats.CONTRADICTED, u=stats.UNRESOLVED, b=stats.BEYOND, m=stats.NOT_MEASURED) + multi,
-             "", POWER.format(power=0.8, alpha=alpha, z=power.z_sum(alpha), runs=runs, draws=boot["draws"],
-                              z_mc=SETTLED_Z)]
-    return lines + (["", ONCE] if any(not p.counted for f in findings for p in f.pairs) else [])
 
 
 def findings_section(spec: dict[str, Any], findings: list[Finding]) -> list[str]:
@@ -289,15 +217,23 @@ def summary_section(findings: list[Finding], label: dict[str, str]) -> list[str]
         parts = [f"{label.get(p.column, p.column)} {_difference(p)} ({p.contrast.verdict})" for p in probe.pairs]
         lines.append(f"- Its frozen features against a never-trained encoder's, by a linear probe (A − B): "
                      f"{'; '.join(parts) or 'not run'}. {PROBE_NOTE}")
-    counted = [p for f in findings for p in f.pairs if p.counted]
+    lines += [_tally("The paper's claims on our runs", [p for f in findings if not f.own for p in f.pairs]),
+              _tally("The project's own checks (from scratch, the probes, the perplexity bound; not the paper's)",
+                     [p for f in findings if f.own for p in f.pairs])]
+    return lines
+
+
+def _tally(what: str, pairs: list[Pair]) -> str:
+    """One bullet of verdict counts over `pairs` (each repeat counted once), split by the paper's size, and
+    family-wise."""
+    counted = [p for p in pairs if p.counted]
     held = {v: sum((p.familywise or p.contrast.verdict) == v for p in counted)
             for v in (stats.REPRODUCED, stats.CONTRADICTED)}
-    repeats = sum(not p.counted for f in findings for p in f.pairs)
-    lines.append(f"- The paper's claims on our runs: {stats.summarize([p.contrast for p in counted])}; family-wise "
-                 f"(Holm within each table): {held[stats.REPRODUCED]} reproduced, {held[stats.CONTRADICTED]} "
-                 "contradicted" + (f" ({repeats} more pair{'s' * (repeats > 1)} repeating another's models, counted "
-                                   "once)" if repeats else "") + ".")
-    return lines
+    repeats = len(pairs) - len(counted)
+    summary = stats.summarize([p.contrast for p in counted], [p.paper for p in counted])
+    return (f"- {what}: {summary}; family-wise (Holm within each table): {held[stats.REPRODUCED]} reproduced, "
+            f"{held[stats.CONTRADICTED]} contradicted" + (f" ({repeats} more pair{'s' * (repeats > 1)} repeating "
+                                                           "another's models, counted once)" if repeats else "") + ".")
 
 
 def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry], findings: list[Finding],

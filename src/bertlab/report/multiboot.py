@@ -3,27 +3,42 @@
 Input: each side a sequence of pretraining runs, each a sequence of its fine-tuning seeds' per-item columns
 (`stats.Columns` of one kind, as `stats.score` reads them), all scored on the same dev items in the same order.
 
-A draw resamples, with replacement, (a) the pretraining runs: one draw of run indices for both sides when `paired`
-(run r of A and of B share pretraining seed r's initialisation and data order; equal run counts), an independent
-draw per side otherwise; where only the first `shared` runs of each side share their seeds (a side ran more), those
-are drawn once for both sides and each side's others apart (so more runs on one side never lose the pairing); (b) within each drawn run, its fine-tuning seeds (afresh for every drawn run); (c) the dev
-items, one draw for every seed of every run of both sides. A seed's score is the corpus-level metric recomputed on the
-drawn items (`stats.bootstrap_scores`: means, F1s, Matthews, correlations, perplexity alike); a run's is the mean over
-its drawn seeds, a side's the mean over its drawn runs, the draw's value A - B. The estimate is the same on all items
-with every run and seed once; the interval the draws' percentiles. Its target: the expected A - B over pretraining
-runs, fine-tuning seeds and the population the dev items are drawn from. With one run a side it is `stats.compare`,
-draw for draw. Resampling both runs and items counts their interaction (a run's own luck on particular items) twice
-(McCullagh, "Resampling and exchangeable arrays", Bernoulli 2000): the interval errs wide where runs disagree on
-many items, and a handful of runs errs narrow ((R - 1) / R of their variance); at 5 runs a side and runs agreeing on
-~90% of the items it covers the effect in 94.7% of 2,200 simulated studies (tests/unit/test_multiboot.py's model).
+A draw resamples, with replacement, (a) the pretraining runs: one draw of run indices for both sides when `paired` (run
+r of A and of B share pretraining seed r's initialisation and data order; equal run counts), an independent draw per
+side otherwise; where only the first `shared` runs of each side share their seeds (a side ran more), those are
+drawn once for both sides and each side's others apart (so more runs on one side never lose the pairing); (b) within
+each drawn run, its fine-tuning seeds (afresh for every drawn run); (c) the dev items, one
+draw for every seed of every run of both sides. A seed's score is the corpus-level metric recomputed on the drawn items
+(`stats.bootstrap_scores`: means, F1s, Matthews, correlations, perplexity alike); a run's is the mean over its drawn
+seeds, a side's the mean over its drawn runs, the draw's value A - B. The estimate is the same on all items with every
+run and seed once; with one run a side the interval is the draws' percentiles. Its target: the expected A - B over
+pretraining runs, fine-tuning seeds and the population the dev items are drawn from. With one run a side it is
+`stats.compare`, draw for draw. Resampling both runs and items counts their interaction (a run's own luck on particular
+items) twice (McCullagh, "Resampling and exchangeable arrays", Bernoulli 2000): the interval errs wide where runs
+disagree on many items, and a handful of runs errs narrow ((R - 1) / R of their variance); at 5 runs a side and runs
+agreeing on ~90% of the items it covers the effect in 94.7% of 2,200 simulated studies (tests/unit/test_multiboot.py's
+model).
 
-p-value (two-sided, of "A - B = 0"): 2 min(#{d <= 0} + 1, #{d >= 0} + 1) / (B + 1), at most 1, over the B draws d.
-Monte-Carlo error of an interval end, the q-quantile of B draws: the number of draws below the true quantile is
+The interval with several pretraining runs a side (`bertlab.report.tinterval`): a percentile bootstrap over 3 clusters
+cannot be as wide as a t-quantile on 2 degrees of freedom (the small-sample problem of cluster bootstraps; at the
+default's 3 runs a side it covered 74-90% where the runs vary, tests/unit/test_coverage.py), so the interval is A - B
+-/+ t_{df} SE, SE^2 = item_var + run_part, on the Multi-Bootstrap's own variance parts: run_part, the run scores'
+variance of the mean (the paired margins' variance / R; unpaired, each side's over its runs, summed), on run_df degrees
+of freedom, and item_var (below), on n_items - 1; df by Welch-Satterthwaite over the two (the run part read at an upper
+bound). Where the runs agree, df is large and the interval the item noise's normal one; where they dominate, it is a t
+interval on R - 1 degrees of freedom. Its p-value (of "A - B = 0") is the same t's. Both read item_var on its fixed
+stream, so they are a function of the evidence, not of the bootstrap's seed; their Monte-Carlo error is item_var's
+(`item_var_mc`): an end's is t_{df} item_var_mc / (2 SE).
+With one run a side the interval is the draws' percentiles, as `stats.compare`'s, and its p-value
+2 min(#{d <= 0} + 1, #{d >= 0} + 1) / (B + 1), at most 1, over the B draws d: at its floor 2 / (B + 1) it says only
+"below that" (`p_floor`).
+Monte-Carlo error of a percentile end, the q-quantile of B draws: the number of draws below the true quantile is
 Binomial(B, q), so half the spread between the order statistics at ranks Bq -/+ sqrt(Bq(1 - q)) is its SD.
 Whether the verdict keeps to the bootstrap's seed (`settled`) is read on the same counts, in draws rather than in
 points, which holds where the metric is discrete (many draws on one value, where the order statistics' spread reads
 0): another seed draws Binomial(B, share) below 0, so an end changes sides (or sits on 0) only where its rank, Bq or
-B(1 - q), comes within `SETTLED_Z` binomial SDs of the counts of draws below 0 and at or below 0.
+B(1 - q), comes within `SETTLED_Z` binomial SDs of the counts of draws below 0 and at or below 0. A t interval's end
+keeps its side where it lies more than `SETTLED_Z` Monte-Carlo errors from 0.
 Variance parts (for `bertlab.report.power`): `run_var`, the between-run variance of one pair of runs' margin (the
 variance of the paired margins, or the sum of the sides' variances of run scores), an estimate on `run_df` degrees of
 freedom (2 with three paired runs: rough); `item_var`, the variance of the
@@ -43,8 +58,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.stats import t as student
 
 from bertlab.report import stats
+from bertlab.report.tinterval import run_part, t_interval, t_p_value
 
 DRAWS = 10_000  # Monte-Carlo error of an interval end ~1% of the interval's width: verdicts keep to the seed
 ITEM_VAR_SEED = 55  # the item variance's own stream: the same for every bootstrap seed
@@ -59,7 +76,7 @@ class MultiContrast(stats.Contrast):
     """A - B over pretraining runs (`runs_a`, `runs_b` count them), its Multi-Bootstrap interval and verdict."""
 
     paired: bool
-    se: float  # SD of the draws
+    se: float  # the estimate's SE: sqrt(item_var + run_part) with a t interval, else the draws' SD
     p_value: float
     mc_error: float  # the larger Monte-Carlo SD of the interval's two ends
     scores_a: tuple[float, ...]  # each pretraining run's score: the mean over its seeds, on all items
@@ -70,11 +87,21 @@ class MultiContrast(stats.Contrast):
     level: float = 0.95  # the interval's
     item_var_mc: float = float("nan")  # Monte-Carlo SD of item_var
     run_df: float = float("nan")  # run_var's degrees of freedom (runs - 1 paired; Welch-Satterthwaite unpaired)
+    df: float = float("nan")  # the t interval's (Welch-Satterthwaite); NaN: the draws' percentile interval
+    p_band: tuple[float, float] = (float("nan"), float("nan"))  # the p-value -/+ SETTLED_Z Monte-Carlo SDs
+
+    @property
+    def p_floor(self) -> bool:
+        """Whether the p-value is the smallest the draws can show (2 / (B + 1)): the true one is below it."""
+        return bool(np.isnan(self.df) and len(self.draws) and self.p_value <= 2 / (len(self.draws) + 1))
 
     @property
     def settled(self) -> bool:
-        """The verdict keeps to the bootstrap's seed: each end's rank (Bq, B(1 - q); q = (1 - level) / 2) lies more
-        than `SETTLED_Z` binomial SDs outside [#draws < 0, #draws <= 0], where that end would sit on 0 or cross it."""
+        """The verdict keeps to the bootstrap's seed: a t interval's ends lie more than `SETTLED_Z` Monte-Carlo errors
+        from 0 (or on 0 with none); a percentile end's rank (Bq, B(1 - q); q = (1 - level) / 2) lies more than
+        `SETTLED_Z` binomial SDs outside [#draws < 0, #draws <= 0], where that end would sit on 0 or cross it."""
+        if not np.isnan(self.df):
+            return bool(min(abs(self.low), abs(self.high)) > SETTLED_Z * self.mc_error)
         n, q = len(self.draws), (1 - self.level) / 2
         below, upto = np.count_nonzero(self.draws < 0), np.count_nonzero(self.draws <= 0)
         margin = SETTLED_Z * np.sqrt(n * q * (1 - q))
@@ -114,17 +141,32 @@ def multi_bootstrap(
     first_b = first_a[-1] + np.cumsum([0] + [len(r) for r in b])
     diff = _side(per_seed, first_a, picks[0], seeds[0]) - _side(per_seed, first_b, picks[1], seeds[1])
     ends = ((1 - level) / 2, (1 + level) / 2)
-    low, high = (float(q) for q in np.quantile(diff, ends))
-    verdict = stats.verdict_of(estimate, low, high, stats.higher_is_better(metric))
-    tail = int(min(np.count_nonzero(diff <= 0), np.count_nonzero(diff >= 0))) + 1
     fixed = stats.bootstrap_scores(kind, metric, cols, n, draws, np.random.default_rng(ITEM_VAR_SEED))
     run_scores = [_run_scores(fixed, first) for first in (first_a, first_b)]
+    item_var = _item_var(*run_scores, paired)
+    item_mc = _batch_sd([_item_var(a_rows, b_rows, paired) for a_rows, b_rows in
+                         zip(*(np.array_split(side, ITEM_VAR_BATCHES) for side in run_scores))])
+    part, part_df = run_part(*scores, paired)
+    if np.isfinite(part):
+        low, high, se, df = t_interval(estimate, item_var, part, part_df, n, level)
+        p_value = t_p_value(estimate, item_var, part, part_df, n)
+        spread = SETTLED_Z * item_mc
+        p_band = tuple(sorted(float(t_p_value(estimate, max(0.0, item_var + s), part, part_df, n))
+                              for s in (-spread, spread)))  # not monotone: df grows with item_var
+        error = float(student.ppf(ends[1], df) * item_mc / (2 * se)) if se > 0 else 0.0
+        low, high, se, df, p_value = (float(v) for v in (low, high, se, df, p_value))
+    else:
+        low, high = (float(q) for q in np.quantile(diff, ends))
+        tail = int(min(np.count_nonzero(diff <= 0), np.count_nonzero(diff >= 0))) + 1
+        p_value, se, df = min(1.0, 2 * tail / (draws + 1)), float(np.std(diff, ddof=1)), float("nan")
+        wobble = SETTLED_Z * np.sqrt(tail * max(0.0, 1 - tail / draws))
+        p_band = tuple(float(np.clip(2 * (tail + s) / (draws + 1), 0, 1)) for s in (-wobble, wobble))
+        error = max(mc_error(diff, q) for q in ends)
+    verdict = stats.verdict_of(estimate, low, high, stats.higher_is_better(metric))
     return MultiContrast(
-        estimate, low, high, verdict, n, len(a), len(b), paired, float(np.std(diff, ddof=1)),
-        min(1.0, 2 * tail / (draws + 1)), max(mc_error(diff, q) for q in ends), tuple(map(float, scores[0])),
-        tuple(map(float, scores[1])), _run_var(*scores, paired), _item_var(*run_scores, paired), diff, level,
-        _batch_sd([_item_var(a_rows, b_rows, paired) for a_rows, b_rows in
-                   zip(*(np.array_split(side, ITEM_VAR_BATCHES) for side in run_scores))]), _run_df(*scores, paired))
+        estimate, low, high, verdict, n, len(a), len(b), paired, se, p_value, error, tuple(map(float, scores[0])),
+        tuple(map(float, scores[1])), _run_var(*scores, paired), item_var, diff, level, item_mc,
+        _run_df(*scores, paired), df, p_band)
 
 
 def mc_error(draws: np.ndarray, q: float) -> float:

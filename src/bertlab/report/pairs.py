@@ -36,9 +36,11 @@ class Pair:
     runs_needed: float | None = None  # pretraining runs a side the paper's effect needs (inf: none at this scale)
     power_note: str = ""  # the MDE and the runs in words: what they leave out or assume
     runs_edge: float | None = None  # on an edge of the item noise (see `power.Power.edge`): the fewest runs a side
-    runs_range: tuple[float, float] | None = None  # the runs needed over the between-run variance's interval
+    runs_range: tuple[float, float] | None = None  # the runs needed over run_var's interval and item_var's MC error
+    unlimited: float | None = None  # the power to detect the paper's effect with unlimited runs a side
     holm_p: float | None = None  # the p-value adjusted by Holm within the pair's table; None outside the family
     familywise: str = ""  # the verdict read family-wise; "" outside a family (not measured, a ratio, a repeat)
+    holm_edge: bool = False  # the family-wise reading changes within the p-values' Monte-Carlo error
     same_as: str = ""  # why the pair does not count: its sides are one model, or an earlier pair's models
 
     @property
@@ -83,9 +85,19 @@ class Pair:
         return stats.against_paper(self.contrast, self.paper)
 
     @property
+    def size(self) -> str | None:
+        """The verdict on the paper's size (`stats.size_of`): it holds, it is ruled out, or None (no paper number)."""
+        return stats.size_of(self.contrast, self.paper)
+
+    @property
+    def label(self) -> str:
+        """The verdict on direction and size in a few words (`stats.label`)."""
+        return stats.label(self.contrast, self.paper)
+
+    @property
     def reading(self) -> str:
         """The verdict with what the interval says of the paper's effect, and the floor's compression."""
-        return stats.reading(self.contrast, self.paper, self.compressed)
+        return stats.reading(self.contrast, self.paper, self.compressed, self.unlimited)
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,7 @@ class Finding:
     table: str
     text: str
     pairs: tuple[Pair, ...]
+    own: bool = False  # one of the project's own checks (a floor, vs scratch, a probe), not a claim of the paper
 
     @property
     def summary(self) -> str:
@@ -103,7 +116,8 @@ class Finding:
         run; and how many more pairs repeat a counted one's models."""
         if not self.pairs:
             return f"{stats.NOT_MEASURED} (not run)"
-        counted = [p.contrast for p in self.pairs if p.counted]
-        text = counted[0].verdict if len(self.pairs) == len(counted) == 1 else stats.summarize(counted)
+        counted = [p for p in self.pairs if p.counted]
+        text = counted[0].label if len(self.pairs) == len(counted) == 1 else stats.summarize(
+            [p.contrast for p in counted], [p.paper for p in counted])
         repeats = len(self.pairs) - len(counted)
         return text + (f"; {repeats} more repeating a counted pair's models, counted once" if repeats else "")

@@ -2,7 +2,8 @@
 
 A two-sided test at level alpha detects a true effect delta with probability `power` once |delta| >= Z SE, Z =
 z_{1-alpha/2} + z_power (2.80 at 5% and 80%; normal approximation): the minimum detectable effect (MDE) is Z SE, with
-SE the Multi-Bootstrap draws' SD. With n pretraining runs a side SE(n)^2 = item_var + run_var / n
+SE the contrast's (`MultiContrast.se`: its t interval's, or with one run a side the draws' SD). With n pretraining
+runs a side SE(n)^2 = item_var + run_var / n
 (`multiboot.MultiContrast`: run_var the between-run variance of one pair of runs' margin, item_var the dev items'
 noise shared by every run, which more runs do not average away). An effect delta needs
 n = run_var / (delta^2 / Z^2 - item_var) runs a side (the textbook 2 Z^2 sd^2 / delta^2 when item_var = 0 and
@@ -12,7 +13,14 @@ item_var is an estimate with Monte-Carlo error (`MultiContrast.item_var_mc`): th
 on the edge, stated as such.
 A measured run_var is itself an estimate on `run_df` degrees of freedom (2 with three paired runs), so the runs
 needed are also read at the ends of its `RUN_VAR_LEVEL` chi-square interval, run_var df / chi2_{(1 +/- level) / 2, df}
-(x0.43 to x9.5 at 2 degrees of freedom and 80%): `runs_range`, the figure's own uncertainty.
+(x0.43 to x9.5 at 2 degrees of freedom and 80%): `runs_range` spans those and the Monte-Carlo band's, the figure's
+own uncertainty, and the figure is rounded to what that range carries (`carried`: one significant figure where the
+range spans more than a factor of 2, e.g. 35 with a range of 16 to 332 reads 40).
+"Beyond this scale" is a number, not a rule firing at any ratio above 1: `unlimited`, the power to detect delta with
+unlimited runs a side (SE^2 = item_var), Phi(|delta| / sqrt(item_var) - z_{1-alpha/2}) + Phi(-|delta| / sqrt(item_var)
+- z_{1-alpha/2}); below `BEYOND_POWER` (a coin toss: the effect is inside the item noise's own interval) no number of
+runs would resolve it. With one run a side item_var holds all the item noise, the runs' own luck on the items too, so
+`unlimited` is a lower bound there and is not read as "beyond".
 With one run a side the between-run variance is unmeasured: the MDE leaves it out (a lower bound), unless the caller
 assumes one (e.g. a pilot's).
 """
@@ -30,6 +38,7 @@ from bertlab.report.multiboot import SETTLED_Z, MultiContrast
 UNMEASURED = "between-run variance unmeasured (one pretraining run a side): the MDE leaves it out"
 ASSUMED = "between-run variance assumed, not measured (one pretraining run a side)"
 RUN_VAR_LEVEL = 0.8  # the level of the interval of a measured between-run variance that `runs_range` reads
+BEYOND_POWER = 0.5  # below this power with unlimited runs a side, no number of pretraining runs resolves an effect
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,15 @@ class Power:
     runs_needed: float | None  # None: no effect to size
     note: str = ""
     runs_band: tuple[float, float] | None = None  # the runs needed at item_var -/+ SETTLED_Z Monte-Carlo SDs
-    runs_range: tuple[float, float] | None = None  # finite runs needed at the ends of run_var's RUN_VAR_LEVEL interval
+    runs_range: tuple[float, float] | None = None  # the runs needed over run_var's interval and the band (hi: inf)
+    unlimited: float | None = None  # the power to detect the effect with unlimited runs a side (a lower bound: 1 run)
+    unlimited_best: float | None = None  # ... at item_var's lower Monte-Carlo end: the most it could be
+
+    @property
+    def beyond(self) -> bool:
+        """Whether no number of runs would resolve the effect: even at item_var's Monte-Carlo lower end, unlimited
+        runs a side have less than `BEYOND_POWER` to detect it."""
+        return self.unlimited_best is not None and self.unlimited_best < BEYOND_POWER
 
     @property
     def edge(self) -> bool:
@@ -53,9 +70,25 @@ def z_sum(alpha: float = 0.05, power: float = 0.8) -> float:
     return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
 
 
-def mde(draws: np.ndarray, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The smallest |A - B| detected with `power` at two-sided `alpha`: z_sum x the draws' SD."""
-    return z_sum(alpha, power) * float(np.std(draws, ddof=1))
+def mde(se: float, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest |A - B| detected with `power` at two-sided `alpha`: z_sum x the estimate's SE."""
+    return z_sum(alpha, power) * se
+
+
+def unlimited_power(delta: float, item_var: float, alpha: float = 0.05) -> float:
+    """The power to detect `delta` at two-sided `alpha` with unlimited runs a side: only item_var is left."""
+    if item_var <= 0:
+        return 1.0 if delta else alpha
+    shift, z = abs(delta) / math.sqrt(item_var), norm.ppf(1 - alpha / 2)
+    return float(norm.cdf(shift - z) + norm.cdf(-shift - z))
+
+
+def carried(runs: float, low: float, high: float) -> float:
+    """`runs` rounded to what its range carries: one significant figure where high > 2 low, else as it is."""
+    if math.isinf(runs) or high <= 2 * low or runs < 10:
+        return runs
+    step = 10 ** math.floor(math.log10(runs))
+    return float(math.floor(runs / step + 0.5) * step)
 
 
 def mde_at(runs: float, run_var: float, item_var: float, alpha: float = 0.05, power: float = 0.8) -> float:
@@ -84,7 +117,7 @@ def power_of(contrast: MultiContrast, effect: float | None = None, assumed_run_v
     measured = np.isfinite(contrast.run_var)
     run_var = contrast.run_var if measured else assumed_run_var
     if measured or run_var is None:
-        found = mde(contrast.draws, alpha, power)
+        found = mde(contrast.se, alpha, power)
     else:
         found = z_sum(alpha, power) * math.sqrt(contrast.se**2 + run_var / min(contrast.runs_a, contrast.runs_b))
     note = "" if measured else UNMEASURED if run_var is None else ASSUMED
@@ -96,4 +129,10 @@ def power_of(contrast: MultiContrast, effect: float | None = None, assumed_run_v
         runs_needed(effect, run_var, max(0.0, contrast.item_var + s), alpha, power) for s in (-spread, spread))
     span = None if not measured or not np.isfinite(contrast.run_df) or math.isinf(needed) else tuple(
         runs_needed(effect, v, contrast.item_var, alpha, power) for v in run_var_interval(run_var, contrast.run_df))
-    return Power(found, needed, note, band, span)
+    ends = [needed, *(span or ()), *(band or ())]
+    spread_of = (min(ends), max(ends)) if span or (band and band[0] != band[1]) else None
+    if spread_of is not None and not math.isinf(needed):
+        needed = carried(needed, *spread_of)
+    best = max(0.0, contrast.item_var - (spread if np.isfinite(spread) else 0.0))
+    return Power(found, needed, note, band, spread_of if not math.isinf(needed) else None,
+                 unlimited_power(effect, contrast.item_var, alpha), unlimited_power(effect, best, alpha))

@@ -3,9 +3,11 @@
 Method: each draw resamples the evaluation items with replacement (the same items for both sides) and each
 side's runs (fine-tuning seeds) with replacement; a side's value is the mean over its drawn runs of the
 corpus-level metric recomputed on the drawn items, and the draw's value is A - B. The percentile interval of
-the draws (95% by default) bounds the difference. Verdict on the paper's claim "A is better than B":
+the draws (95% by default) bounds the difference. Verdict on the paper's claim "A is better than B", on its direction:
 reproduced (the interval excludes 0 in the better direction), contradicted (it excludes 0 the other way),
-unresolved at this scale (it includes 0), not measured (a side has no runs, or a value is not finite).
+unresolved at this scale (it includes 0), not measured (a side has no runs, or a value is not finite). And on its size,
+where the paper gives its own A - B (`size_of`): the paper's size holds (the interval admits it) or is ruled out (it
+lies outside): "reproduced; the paper's size ruled out" is the right direction at a size the paper's is not.
 
 Metrics are `bertlab.metrics`' (0-100; perplexity raw), rebuilt from per-item columns: count metrics from
 summed per-item counts (one matrix product scores every draw), correlations on the drawn pairs.
@@ -22,11 +24,13 @@ from scipy.stats import rankdata
 
 from bertlab.kinds import KINDS
 from bertlab.kinds.base import Scored
+from bertlab.report.tinterval import run_part, t_interval
 
 REPRODUCED, CONTRADICTED = "reproduced", "contradicted"
 UNRESOLVED, NOT_MEASURED = "unresolved at this scale", "not measured"
 BEYOND = "beyond this scale"  # unresolved, and no number of pretraining runs would resolve the paper's effect here
 ABOVE_FLOOR, AT_FLOOR, BELOW_FLOOR = "above floor", "at floor", "below floor"
+SIZE_HOLDS, SIZE_OUT = "the paper's size holds", "the paper's size ruled out"  # the interval admits its A - B, or not
 
 Columns = Mapping[str, np.ndarray]
 
@@ -130,8 +134,9 @@ def ratio_to_floor(runs: Sequence[Columns], floor: Columns, bound: float, *, dra
                    level: float = 0.95) -> Contrast:
     """Held-out perplexity of an LM over its floor's on the same positions (`lm` columns): the mean over its
     pretraining runs of each run's ratio, with the bootstrap interval over held-out instances and, with several runs,
-    over the runs too (each draw resamples both, as the Multi-Bootstrap does); the verdict on "at most `bound` times
-    the floor's": reproduced (interval below `bound`), contradicted (above it), unresolved (it straddles `bound`)."""
+    the t interval (`bertlab.report.tinterval`) on the runs' spread and the instances' noise that every run shares
+    (the mean covariance of distinct runs' resampled ratios); the verdict on "at most `bound` times the floor's":
+    reproduced (interval below `bound`), contradicted (above it), unresolved (it straddles `bound`)."""
     n = item_count("lm", "ppl", runs[0])
     nan = float("nan")
     ratios = [score("lm", "ppl", run) / score("lm", "ppl", floor) for run in runs] if n else [nan]
@@ -142,8 +147,12 @@ def ratio_to_floor(runs: Sequence[Columns], floor: Columns, bound: float, *, dra
     both = bootstrap_scores("lm", "ppl", [*runs, floor], n, draws, rng)
     drawn = both[:, :-1] / both[:, -1:]  # (draws, runs): each run's ratio on each draw's instances
     if len(runs) > 1:
-        drawn = np.take_along_axis(drawn, rng.integers(0, len(runs), size=drawn.shape), axis=1)
-    low, high = (float(q) for q in np.quantile(drawn.mean(axis=1), [(1 - level) / 2, (1 + level) / 2]))
+        cov = np.cov(drawn, rowvar=False)
+        shared = max(0.0, float((cov.sum() - np.trace(cov)) / (cov.size - len(cov))))
+        part, df = run_part(np.array(ratios), np.zeros(len(ratios)), paired=True)
+        low, high = (float(v) for v in t_interval(estimate, shared, part, df, n, level)[:2])
+    else:
+        low, high = (float(q) for q in np.quantile(drawn[:, 0], [(1 - level) / 2, (1 + level) / 2]))
     return Contrast(estimate, low, high, verdict_of(bound - estimate, bound - high, bound - low, True), n,
                     len(runs), 1)
 
@@ -167,29 +176,50 @@ def against_paper(contrast: Contrast, paper: float | None) -> str | None:
     return "above" if paper > contrast.high else "below" if paper < contrast.low else "inside"
 
 
-def reading(contrast: Contrast, paper: float | None, compressed: bool = False) -> str:
-    """The verdict with what its interval says of the paper's effect, e.g. "unresolved at this scale; the paper's
-    +3.5 is outside the interval (above it)" or "... ; the interval admits the paper's +3.5"; `compressed`: a side
-    is at (or below) its floor, where differences shrink."""
+def size_of(contrast: Contrast, paper: float | None) -> str | None:
+    """The verdict on the paper's size: `SIZE_HOLDS` where the interval admits the paper's own A - B, `SIZE_OUT` where
+    it lies outside; None where the paper gives no number or nothing was measured."""
     where = against_paper(contrast, paper)
-    text = contrast.verdict
-    if contrast.verdict == BEYOND:
-        text += f": the paper's {paper:+.1f} is under the dev items' noise, whatever the number of pretraining runs"
+    return None if where is None else SIZE_HOLDS if where == "inside" else SIZE_OUT
+
+
+def label(contrast: Contrast, paper: float | None) -> str:
+    """The verdict on direction and size in a few words, e.g. "reproduced; the paper's size ruled out"."""
+    size = size_of(contrast, paper)
+    return contrast.verdict + (f"; {size}" if size else "")
+
+
+def reading(contrast: Contrast, paper: float | None, compressed: bool = False, unlimited: float | None = None) -> str:
+    """`label` with what the interval says of the paper's effect, e.g. "unresolved at this scale; the paper's size
+    ruled out: its +3.5 is above the interval" or "...; the paper's size holds: the interval admits its +3.5";
+    `unlimited`: the power with unlimited pretraining runs a side (beyond this scale); `compressed`: a side is at (or
+    below) its floor, where differences shrink."""
+    where = against_paper(contrast, paper)
+    text = label(contrast, paper)
     if where == "inside":
-        text += f"; the interval admits the paper's {paper:+.1f}"
+        text += f": the interval admits its {paper:+.1f}"
     elif where is not None:
-        text += f"; the paper's {paper:+.1f} is outside the interval ({where} it)"
+        text += f": its {paper:+.1f} is {where} the interval"
+    if contrast.verdict == BEYOND and unlimited is not None:
+        text += (f" (with unlimited pretraining runs a side, {unlimited:.0%} power to detect it: the dev items' noise "
+                 "alone hides it)")
     if compressed and contrast.verdict != NOT_MEASURED:
         text += "; a side is at its floor, where effects are compressed"
     return text
 
 
-def summarize(contrasts: Sequence[Contrast]) -> str:
-    """One line of verdict counts, e.g. "3 reproduced, 1 contradicted, 10 unresolved at this scale of 14 pairs"."""
+def summarize(contrasts: Sequence[Contrast], papers: Sequence[float | None] | None = None) -> str:
+    """One line of verdict counts, e.g. "3 reproduced, 1 contradicted, 10 unresolved at this scale of 14 pairs", and
+    with the paper's effects (`papers`, one a contrast) how many of the resolved hold the paper's size."""
     counts = Counter(c.verdict for c in contrasts)
     parts = [f"{counts[v]} {v}" for v in (REPRODUCED, CONTRADICTED, UNRESOLVED)]
     parts += [f"{counts[v]} {v}" for v in (BEYOND, NOT_MEASURED) if counts[v]]
-    return f"{', '.join(parts)} of {len(contrasts)} pair{'' if len(contrasts) == 1 else 's'}"
+    text = f"{', '.join(parts)} of {len(contrasts)} pair{'' if len(contrasts) == 1 else 's'}"
+    sizes = Counter(size_of(c, p) for c, p in zip(contrasts, papers or ()) if c.verdict in (REPRODUCED, CONTRADICTED))
+    if sizes[SIZE_HOLDS] or sizes[SIZE_OUT]:
+        text += (f" (of the {sizes[SIZE_HOLDS] + sizes[SIZE_OUT]} resolved beside the paper's own A - B: "
+                 f"{sizes[SIZE_HOLDS]} at its size, {sizes[SIZE_OUT]} ruling it out)")
+    return text
 
 
 def verdict_of(estimate: float, low: float, high: float, higher: bool) -> str:
