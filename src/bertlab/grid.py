@@ -7,11 +7,14 @@ DVC at the end. Not a stage: it drives them.
    run a job; a twin, a run of the same settings and seed under another encoder's name, after the other, whose outputs
    it copies), and a job per fine-tuning cell of each stale `finetune@<encoder>` (`python -m bertlab.finetune -cd
    data/configs/finetune/<encoder>/cell -cn <cell>`), which waits for the pretraining run it reads
-   (`finetune.pretrain_seed`) where that is stale. A run that trains nothing (one the profile leaves out, `not_run`,
-   or of 0 steps) or copies a twin is a light job, of a cell's size. `dry_run=true` stops here.
+   (`finetune.pretrain_seed`) where that is stale. A cell finished already with its run key (a rerun after a failed
+   cell) gets no job, nor does a run the profile leaves out (`not_run`): its "not run" record is written here. A run
+   of 0 steps or one that copies a twin is a light job, of a cell's size. `dry_run=true` stops here.
 3. The jobs run; each finished stage is recorded with `dvc commit -f <stage>` (only this process runs DVC: the jobs
-   never hold its lock); then `dvc repro` runs what is left (the report). A failed job is named with its log, and the
-   command stops before the report: run it again, and only what is still stale is submitted.
+   never hold its lock; it waits for DVC's lock while another DVC command holds it); then `dvc repro` runs what is
+   left (the report). A failed job is named with its log, and the command stops before the report: run it again, and
+   only the runs still without their result are submitted. Each run claims its name before it writes
+   (`bertlab.owner`), so a second writer of it (a `dvc repro` beside the grid, a duplicate job) is refused in one line.
 
 Settings: `cluster` (`local`: `workers` jobs at once, each with `gpus_per_job` GPUs; `slurm`: sbatch jobs on
 `partition` for `time` minutes each, a pretraining job on `nodes` nodes of `gpus_per_job` GPUs, one task a GPU as
@@ -27,14 +30,14 @@ import logging
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from omegaconf import OmegaConf
 
-from bertlab import runs
+from bertlab import owner, runs, untrained
 from bertlab.errors import UserError
 from bertlab.jobs import Engine, Job, run_jobs
 from bertlab.study import pretrain_name
@@ -52,6 +55,8 @@ class Plan:
     upstream: list[str]
     jobs: list[Job]
     stages: dict[str, list[str]]  # stage -> the names of its jobs (committed once all are done)
+    records: list[tuple[str, Path]] = field(default_factory=list)  # runs left out: (stage, config), written here
+    finished: list[str] = field(default_factory=list)  # runs of a stale stage finished already: no job
 
 
 def settings(args: list[str]) -> dict[str, Any]:
@@ -87,20 +92,32 @@ def engine(s: dict[str, Any]) -> Engine:
     return Engine(s["cluster"], FOLDER / "submitit", s["workers"], g if s["cluster"] == "local" else 0, common, kinds)
 
 
-def dvc(*args: str) -> None:
-    """`dvc <args>` here, its output passed through; a UserError naming the command where it fails."""
-    done = subprocess.run([sys.executable, "-m", "dvc", *args])
+def dvc(*args: str, show: bool = True) -> None:
+    """`dvc <args>` here, waiting for DVC's lock while another DVC command holds it (`--wait-for-lock`); its output
+    passed through (`show`), else shown where it fails; a UserError naming the command where it fails."""
+    done = subprocess.run([sys.executable, "-m", "dvc", "--wait-for-lock", *args], capture_output=not show, text=True)
     if done.returncode != 0:
-        raise UserError(f"grid: `dvc {' '.join(args)}` failed (exit status {done.returncode}; its output above)")
+        said = [line for line in f"{done.stdout or ''}{done.stderr or ''}".splitlines() if line.strip()]
+        raise UserError(f"grid: `dvc {' '.join(args)}` failed (exit status {done.returncode}"
+                        + (f"): {said[-1].strip()}" if said else "; its output above)"))
 
 
 def stale() -> dict[str, Any]:
-    """The stages `dvc status` finds stale, and every stage of the pipeline (by name: `stage@item` for foreach)."""
+    """The stages `dvc status` finds stale, and every stage of the pipeline (by name: `stage@item` for foreach);
+    waits, saying so in a line, while another DVC command holds DVC's lock."""
+    from dvc.lock import LockError
     from dvc.repo import Repo
 
-    with Repo(".") as repo:
-        return {"stale": set(repo.status()), "stages": {s.addressing: s for s in repo.index.stages},
-                "graph": repo.index.graph}
+    def read(wait: bool) -> dict[str, Any]:
+        with Repo(".", _wait_for_lock=wait) as repo:  # wait: what `dvc --wait-for-lock` does
+            return {"stale": set(repo.status()), "stages": {s.addressing: s for s in repo.index.stages},
+                    "graph": repo.index.graph}
+
+    try:
+        return read(False)
+    except LockError:
+        print("grid: another DVC command holds DVC's lock here: waiting for it", file=sys.stderr, flush=True)
+        return read(True)
 
 
 def upstream_of_training(found: dict[str, Any]) -> list[str]:
@@ -120,52 +137,89 @@ def command(stage: Any) -> tuple[str, ...]:
     return (sys.executable, *argv[1:]) if argv[0] == "python" else tuple(argv)
 
 
-def pretraining(config: Path) -> tuple[str | None, bool]:
-    """What decides a composed pretraining run beside its inputs (its run key's settings, its seed among them; None
-    for a run the profile leaves out, which writes its own "not run" record), and whether it trains at all (`scratch`:
-    0 steps; not left out). A twin, equal in these, copies the other's outputs once they are there
-    (`impl.reuse_twins`): its job waits for the other's."""
+def pretraining(config: Path) -> tuple[str, bool]:
+    """What decides a composed pretraining run beside its inputs (its run key's settings, its seed among them), and
+    whether it trains at all (`scratch`: 0 steps). A twin, equal in these, copies the other's outputs once they are
+    there (`impl.reuse_twins`): its job waits for the other's."""
     cfg = OmegaConf.load(config)
-    if cfg.not_run:
-        return None, False
     settings = runs.values_at(cfg, [*runs.RESULT_KEYS["pretrain"], "pretrain_data.seed"])
     return json.dumps(settings, sort_keys=True, default=str), cfg.pretrain.max_steps > 0
+
+
+def cell_finished(config: Path) -> bool:
+    """Whether the composed cell `config` is finished with its run key (its encoder, code, settings and inputs as
+    they are now): its job would do nothing."""
+    from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS  # torch: only once a cell may be finished
+
+    cfg = OmegaConf.load(config)
+    out, metrics = untrained.cell_dir(cfg), untrained.cell_dir(cfg) / "metrics.json"
+    if not metrics.exists():
+        return False
+    try:
+        key = runs.cell_key(cfg, untrained.encoder_dir(cfg), (PLAIN_WEIGHTS, CONFIG))
+    except UserError:  # its encoder's files are not what its run wrote: the job says so
+        return False
+    record = json.loads(metrics.read_text())
+    return key is not None and record.get("run_key") == key and runs.unaltered(out, record)
 
 
 def plan(found: dict[str, Any]) -> Plan:
     """The jobs of the stale training stages (see the module's docstring)."""
     names = [n for n in found["stages"] if n in found["stale"] and n.split("@")[0] in TRAINING]
-    jobs, stages, trains = [], {}, {}
+    p, trains = Plan([], [], {}), {}
     for name in [n for n in names if n.startswith("pretrain@")]:
         folder = Path(f"data/configs/pretrain/{name.split('@', 1)[1]}/run")
         configs = sorted(folder.glob("*.yaml"))
+        p.stages[name] = []
         if not configs:  # a dry run before `configs` has composed the runs: the stage's multirun, one job
-            jobs.append(Job(name, command(found["stages"][name]), FOLDER / "logs" / f"{name}.log", kind="pretrain"))
-            stages[name] = [name]
+            p.jobs.append(Job(name, command(found["stages"][name]), FOLDER / "logs" / f"{name}.log", kind="pretrain"))
+            p.stages[name] = [name]
             continue
-        stages[name] = [f"{name}/{config.stem}" for config in configs]
-        for job, config in zip(stages[name], configs):
+        for config in configs:
+            job = f"{name}/{config.stem}"
+            if OmegaConf.load(config).not_run:
+                p.records.append(("pretrain", config))
+                continue
             settings, trains_at_all = pretraining(config)
-            first = trains.setdefault(settings, job) if settings else job
-            light = first != job or not trains_at_all  # a twin's copy, a "not run" record, an untrained export
-            jobs.append(Job(job, (sys.executable, "-m", "bertlab.pretrain", "-cd", str(folder), "-cn", config.stem),
-                            FOLDER / "logs" / name / f"{config.stem}.log", () if first == job else (first,),
-                            kind="cell" if light else "pretrain"))
-    planned = {j.name for j in jobs}
+            first = trains.setdefault(settings, job)
+            light = first != job or not trains_at_all  # a twin's copy, an untrained export
+            p.stages[name].append(job)
+            p.jobs.append(Job(job, (sys.executable, "-m", "bertlab.pretrain", "-cd", str(folder), "-cn", config.stem),
+                              FOLDER / "logs" / name / f"{config.stem}.log", () if first == job else (first,),
+                              kind="cell" if light else "pretrain"))
+    planned = {j.name for j in p.jobs}
     for encoder in dict.fromkeys(n.split("@", 1)[1] for n in names):
         name, pretraining_stage = f"finetune@{encoder}", f"pretrain@{encoder}"
-        if name not in found["stages"] or (name not in names and pretraining_stage not in stages):
+        if name not in found["stages"] or (name not in names and pretraining_stage not in p.stages):
             continue  # a stale encoder's pretraining: its cells run after it (a finished one does nothing)
         folder = Path(f"data/configs/finetune/{encoder}")
-        cells = sorted(p.stem for p in (folder / "cell").glob("*.yaml"))
-        stages[name] = [f"{name}/{cell}" for cell in cells]
-        for job, cell in zip(stages[name], cells):
+        p.stages[name] = []
+        for cell in sorted(c.stem for c in (folder / "cell").glob("*.yaml")):
+            job, config = f"{name}/{cell}", folder / "cell" / f"{cell}.yaml"
             key = yaml.safe_load((folder / "keys" / f"{cell}.yaml").read_text())
+            if key.get("not_run"):
+                p.records.append(("finetune", config))
+                continue
             run = f"{pretraining_stage}/{pretrain_name(encoder, key['finetune'].get('pretrain_seed'))}"
             after = next(((j,) for j in (run, pretraining_stage) if j in planned), ())  # its run, else its whole stage
-            jobs.append(Job(job, (sys.executable, "-m", "bertlab.finetune", "-cd", str(folder / "cell"), "-cn", cell),
-                            FOLDER / "logs" / name / f"{cell}.log", after, kind="cell"))
-    return Plan(upstream_of_training(found), jobs, stages)
+            if not after and cell_finished(config):
+                p.finished.append(job)
+                continue
+            p.stages[name].append(job)
+            p.jobs.append(Job(job, (sys.executable, "-m", "bertlab.finetune", "-cd", str(folder / "cell"), "-cn",
+                                    cell), FOLDER / "logs" / name / f"{cell}.log", after, kind="cell"))
+    p.upstream = upstream_of_training(found)
+    return p
+
+
+def write_records(p: Plan) -> None:
+    """The "not run" records of the runs the profile leaves out, written here: no process, no job, for a run that
+    trains nothing (each under its run's claim, as its stage would)."""
+    for stage, config in p.records:
+        cfg = OmegaConf.load(config)
+        run = pretrain_name(cfg.name, cfg.seed) if stage == "pretrain" else cfg.name
+        with owner.claim(cfg.out_dir, stage, run, 0):
+            (untrained.run_not_run if stage == "pretrain" else untrained.cell_not_run)(cfg)
 
 
 def describe(p: Plan, s: dict[str, Any]) -> str:
@@ -185,11 +239,13 @@ def describe(p: Plan, s: dict[str, Any]) -> str:
     first = f"dvc repro {' '.join(p.upstream)}" if p.upstream else "nothing (the inputs are current)"
     lines = [f"grid plan on {where}:", f"  here first: {first}",
              f"  {len(pretrain)} pretraining job(s) of {size[0]}: {', '.join(j.name for j in pretrain) or '-'}",
-             *([f"  {len(light)} pretraining job(s) of {size[1]}, training nothing (left out by the profile, or 0 "
-                "steps) or copying a twin after it: "
-                + ", ".join(j.name + (f" after {j.after[0]}" if j.after else "") for j in light)] if light else []),
+             *([f"  {len(light)} pretraining job(s) of {size[1]}, training nothing (0 steps) or copying a twin after "
+                "it: " + ", ".join(j.name + (f" after {j.after[0]}" if j.after else "") for j in light)] if light else []),
              f"  {len(cells)} fine-tuning cell job(s) of {size[1]}: "
-             + (", ".join(f"{e} {n}" for e, n in per_encoder.items()) or "-"),
+             + (", ".join(f"{e} {n}" for e, n in per_encoder.items() if n) or "-"),
+             *([f"  {len(p.records)} run(s) left out by the profile: their \"not run\" records written here, no job"]
+               if p.records else []),
+             *([f"  {len(p.finished)} cell(s) of a stale stage finished already: no job"] if p.finished else []),
              f"  then: dvc commit -f each of the {len(p.stages)} stage(s) as its jobs finish, and dvc repro"]
     return "\n".join(lines)
 
@@ -207,6 +263,7 @@ def run(args: list[str]) -> int:
     print(describe(p, s), flush=True)
     if s["dry_run"]:
         return 0
+    write_records(p)
     left = {name: set(jobs) for name, jobs in p.stages.items()}
 
     def finished(job: Job) -> None:
@@ -214,11 +271,11 @@ def run(args: list[str]) -> int:
             if job.name in waiting:
                 waiting.discard(job.name)
                 if not waiting:
-                    dvc("commit", "-f", "-q", name)
+                    dvc("commit", "-f", name, show=False)
 
     failures = run_jobs(p.jobs, engine(s), Path.cwd(), on_done=finished)
     for stage in [n for n, jobs in left.items() if not jobs and not p.stages[n]]:
-        dvc("commit", "-f", "-q", stage)  # a stage with no cells: nothing to run, its empty output recorded
+        dvc("commit", "-f", stage, show=False)  # a stage with no job: its output recorded as it is
     if failures:
         print(f"{len(failures)} job(s) did not finish; rerun this command to submit what is still stale:",
               file=sys.stderr)
