@@ -7,7 +7,7 @@ DVC at the end. Not a stage: it drives them.
    run a job; a twin, a run of the same settings and seed under another encoder's name, after the other, whose outputs
    it copies), and a job per fine-tuning cell of each stale `finetune@<encoder>` (`python -m bertlab.finetune -cd
    data/configs/finetune/<encoder>/cell -cn <cell>`), which waits for the pretraining run it reads
-   (`finetune.pretrain_seed`) where that is stale. A cell finished already with its run key (a rerun after a failed
+   (`finetune.pretrain_seed`) where that is stale. A run finished already with its run key (a rerun after a failed
    cell) gets no job, nor does a run the profile leaves out (`not_run`): its "not run" record is written here. A run
    of 0 steps or one that copies a twin is a light job, of a cell's size. `dry_run=true` stops here.
 3. The jobs run; each finished stage is recorded with `dvc commit -f <stage>` (only this process runs DVC: the jobs
@@ -17,8 +17,10 @@ DVC at the end. Not a stage: it drives them.
    (`bertlab.owner`), so a second writer of it (a `dvc repro` beside the grid, a duplicate job) is refused in one line.
 
 Settings: `cluster` (`local`: `workers` jobs at once, each with `gpus_per_job` GPUs; `slurm`: sbatch jobs on
-`partition` for `time` minutes each, a pretraining job on `nodes` nodes of `gpus_per_job` GPUs, one task a GPU as
-`srun` starts them, a cell on one GPU where `gpus_per_job` > 0; `cpus_per_job` CPUs a task). A SLURM job that reaches
+`partition` for `time` minutes a pretraining job and `cell_time` a cell (default: `time`), a pretraining job on `nodes`
+nodes of `gpus_per_job` GPUs, one task a GPU as `srun` starts them, a cell on one GPU where `gpus_per_job` > 0;
+`cpus_per_job` CPUs a task; `account`, `qos`, `mem`, `constraint` as sbatch takes them, `sbatch` any other options as
+a mapping, `requeues` how many times submitit requeues a job that reached its time limit). A SLURM job that reaches
 its time limit or is preempted is requeued (submitit, on SLURM's signal 90 s before) and so is one `scontrol requeue`
 stops: run again, a pretraining run resumes from its last checkpoint, a finished cell does nothing.
 """
@@ -45,7 +47,8 @@ from bertlab.study import pretrain_name
 TRAINING = ("pretrain", "finetune")  # the stages run as jobs (foreach stages: `<stage>@<encoder>`)
 FOLDER = Path("data/grid")  # the jobs' logs (`logs/`) and submitit's files (`submitit/`)
 DEFAULTS: dict[str, Any] = {"cluster": "local", "workers": 1, "gpus_per_job": 0, "nodes": 1, "cpus_per_job": None,
-                            "partition": None, "time": 60, "dry_run": False}
+                            "partition": None, "time": 60, "cell_time": None, "account": None, "qos": None,
+                            "mem": None, "constraint": None, "sbatch": {}, "requeues": 3, "dry_run": False}
 
 
 @dataclass
@@ -70,9 +73,16 @@ def settings(args: list[str]) -> dict[str, Any]:
     s = DEFAULTS | given
     if s["cluster"] not in ("local", "slurm"):
         raise UserError(f"grid: cluster={s['cluster']!r}: expected local or slurm")
-    for key, lo in (("workers", 1), ("gpus_per_job", 0), ("nodes", 1), ("time", 1)):
+    s["cell_time"] = s["time"] if s["cell_time"] is None else s["cell_time"]
+    for key, lo in (("workers", 1), ("gpus_per_job", 0), ("nodes", 1), ("time", 1), ("cell_time", 1), ("requeues", 0)):
         if not (isinstance(s[key], int) and not isinstance(s[key], bool) and s[key] >= lo):
             raise UserError(f"grid: {key}={s[key]!r}: expected an integer >= {lo}")
+    for key in ("account", "qos", "mem", "constraint"):
+        if s[key] is not None and not isinstance(s[key], (str, int)):
+            raise UserError(f"grid: {key}={s[key]!r}: expected one value, as sbatch --{key} takes it")
+    if not isinstance(s["sbatch"], dict):
+        raise UserError(f"grid: sbatch={s['sbatch']!r}: expected sbatch options as a mapping, e.g. "
+                        "'sbatch={exclusive: true, reservation: mine}'")
     if s["cpus_per_job"] is not None and not (isinstance(s["cpus_per_job"], int) and s["cpus_per_job"] >= 1):
         raise UserError(f"grid: cpus_per_job={s['cpus_per_job']!r}: expected an integer >= 1, or null")
     if not isinstance(s["dry_run"], bool):
@@ -83,13 +93,17 @@ def settings(args: list[str]) -> dict[str, Any]:
 
 
 def engine(s: dict[str, Any]) -> Engine:
-    """The executor settings of `s`: SLURM's for every job and for the `pretrain` and `cell` kinds."""
-    common = {"time": s["time"], "additional_parameters": {"requeue": True}}
-    common |= {k: v for k, v in (("partition", s["partition"]), ("cpus_per_task", s["cpus_per_job"])) if v}
+    """The executor settings of `s`: SLURM's for every job and for the `pretrain` and `cell` kinds (each its time)."""
+    common = {"additional_parameters": {"requeue": True, **s["sbatch"]}}
+    common |= {k: v for k, v in (("partition", s["partition"]), ("cpus_per_task", s["cpus_per_job"]),
+                                 ("account", s["account"]), ("qos", s["qos"]), ("mem", s["mem"]),
+                                 ("constraint", s["constraint"])) if v}
     g = s["gpus_per_job"]
-    kinds = {"pretrain": {"nodes": s["nodes"], "ntasks_per_node": max(1, g), **({"gpus_per_node": g} if g else {})},
-             "cell": {"nodes": 1, "ntasks_per_node": 1, **({"gpus_per_node": 1} if g else {})}}
-    return Engine(s["cluster"], FOLDER / "submitit", s["workers"], g if s["cluster"] == "local" else 0, common, kinds)
+    kinds = {"pretrain": {"nodes": s["nodes"], "ntasks_per_node": max(1, g), "time": s["time"],
+                          **({"gpus_per_node": g} if g else {})},
+             "cell": {"nodes": 1, "ntasks_per_node": 1, "time": s["cell_time"], **({"gpus_per_node": 1} if g else {})}}
+    return Engine(s["cluster"], FOLDER / "submitit", s["workers"], g if s["cluster"] == "local" else 0, common, kinds,
+                  s["requeues"])
 
 
 def dvc(*args: str, show: bool = True) -> None:
@@ -146,20 +160,24 @@ def pretraining(config: Path) -> tuple[str, bool]:
     return json.dumps(settings, sort_keys=True, default=str), cfg.pretrain.max_steps > 0
 
 
-def cell_finished(config: Path) -> bool:
-    """Whether the composed cell `config` is finished with its run key (its encoder, code, settings and inputs as
-    they are now): its job would do nothing."""
-    from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS  # torch: only once a cell may be finished
-
+def finished(config: Path, stage: str) -> bool:
+    """Whether the composed run `config` of training stage `stage` is finished with its run key (the code, its
+    settings and its inputs as they are now; a cell's: its encoder's too) and its files are the bytes it recorded: its
+    job would do nothing."""
     cfg = OmegaConf.load(config)
-    out, metrics = untrained.cell_dir(cfg), untrained.cell_dir(cfg) / "metrics.json"
-    if not metrics.exists():
+    out = runs.pretrain_dir(cfg.out_dir, cfg.name, cfg.seed) if stage == "pretrain" else untrained.cell_dir(cfg)
+    if not (out / "metrics.json").exists():
         return False
     try:
-        key = runs.cell_key(cfg, untrained.encoder_dir(cfg), (PLAIN_WEIGHTS, CONFIG))
-    except UserError:  # its encoder's files are not what its run wrote: the job says so
+        if stage == "pretrain":
+            key = runs.pretrain_key(cfg, runs.pretrain_inputs(cfg))
+        else:
+            from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS  # torch: only once a cell may be finished
+
+            key = runs.cell_key(cfg, untrained.encoder_dir(cfg), (PLAIN_WEIGHTS, CONFIG))
+    except UserError:  # an input is missing, or not what its run wrote: the job says so
         return False
-    record = json.loads(metrics.read_text())
+    record = json.loads((out / "metrics.json").read_text())
     return key is not None and record.get("run_key") == key and runs.unaltered(out, record)
 
 
@@ -179,6 +197,9 @@ def plan(found: dict[str, Any]) -> Plan:
             job = f"{name}/{config.stem}"
             if OmegaConf.load(config).not_run:
                 p.records.append(("pretrain", config))
+                continue
+            if finished(config, "pretrain"):
+                p.finished.append(job)
                 continue
             settings, trains_at_all = pretraining(config)
             first = trains.setdefault(settings, job)
@@ -202,7 +223,7 @@ def plan(found: dict[str, Any]) -> Plan:
                 continue
             run = f"{pretraining_stage}/{pretrain_name(encoder, key['finetune'].get('pretrain_seed'))}"
             after = next(((j,) for j in (run, pretraining_stage) if j in planned), ())  # its run, else its whole stage
-            if not after and cell_finished(config):
+            if not after and finished(config, "finetune"):
                 p.finished.append(job)
                 continue
             p.stages[name].append(job)
@@ -229,7 +250,9 @@ def describe(p: Plan, s: dict[str, Any]) -> str:
     cells = [j for j in p.jobs if j.kind == "cell" and j not in light]
     g = s["gpus_per_job"]
     if s["cluster"] == "slurm":
-        where = f"SLURM jobs (partition {s['partition'] or 'default'}, {s['time']} min each)"
+        limits = f"{s['time']} min each" if s["time"] == s["cell_time"] else \
+            f"{s['time']} min a pretraining job, {s['cell_time']} a cell"
+        where = f"SLURM jobs (partition {s['partition'] or 'default'}, {limits})"
         size = (f"{s['nodes']} node(s) x {g} GPU(s), a task a GPU" if g else f"{s['nodes']} node(s) x 1 task",
                 "1 task, 1 GPU" if g else "1 task")
     else:
@@ -245,7 +268,8 @@ def describe(p: Plan, s: dict[str, Any]) -> str:
              + (", ".join(f"{e} {n}" for e, n in per_encoder.items() if n) or "-"),
              *([f"  {len(p.records)} run(s) left out by the profile: their \"not run\" records written here, no job"]
                if p.records else []),
-             *([f"  {len(p.finished)} cell(s) of a stale stage finished already: no job"] if p.finished else []),
+             *([f"  {len(p.finished)} run(s) of a stale stage finished already with their run keys: no job"]
+               if p.finished else []),
              f"  then: dvc commit -f each of the {len(p.stages)} stage(s) as its jobs finish, and dvc repro"]
     return "\n".join(lines)
 
@@ -266,14 +290,14 @@ def run(args: list[str]) -> int:
     write_records(p)
     left = {name: set(jobs) for name, jobs in p.stages.items()}
 
-    def finished(job: Job) -> None:
+    def commit_when_done(job: Job) -> None:
         for name, waiting in left.items():
             if job.name in waiting:
                 waiting.discard(job.name)
                 if not waiting:
                     dvc("commit", "-f", name, show=False)
 
-    failures = run_jobs(p.jobs, engine(s), Path.cwd(), on_done=finished)
+    failures = run_jobs(p.jobs, engine(s), Path.cwd(), on_done=commit_when_done)
     for stage in [n for n, jobs in left.items() if not jobs and not p.stages[n]]:
         dvc("commit", "-f", stage, show=False)  # a stage with no job: its output recorded as it is
     if failures:

@@ -1,6 +1,7 @@
 """Runs as scheduler jobs through submitit: `N` local workers (`LocalExecutor`, each job a process with its own GPUs)
-or SLURM jobs (`SlurmExecutor`: sbatch, srun, job arrays). The grid (`bertlab.grid`) and the scaling sweep
-(`bertlab.scaling`) hand it their runs as `Job`s, each a command line that may wait for others.
+or SLURM jobs (`SlurmExecutor`: sbatch, srun, job arrays; `bertlab.slurm_jobs`, where the waits are SLURM's own and a
+stopped driver leaves its jobs running). The grid (`bertlab.grid`) and the scaling sweep (`bertlab.scaling`) hand it
+their runs as `Job`s, each a command line that may wait for others.
 
 A job is a `Command`, which submitit requeues after a preemption or its time limit (`Checkpointable`: SLURM's signal
 before the kill) and which SLURM reruns after `scontrol requeue`: the command is run again, and a stage run again
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,9 +31,14 @@ log = logging.getLogger(__name__)
 POLL_S = {"local": 0.5, "slurm": 5.0}  # how often the pool looks at its jobs
 
 
+class CommandFailed(Exception):
+    """A job's command exited with a non-zero status: the job fails too, so the jobs SLURM holds for it (`afterok`)
+    never start."""
+
+
 class Command(submitit.helpers.Checkpointable):
     """`argv` run in `cwd`, its output into `log_file` (a rank above 0 of a multi-task job: `<log>.rank<N>`); returns
-    its exit status. Preempted or timed out, submitit requeues it as it is. Stopped by SLURM (SIGTERM: `scontrol
+    0, and raises CommandFailed where it exits with another status. Preempted or timed out, submitit requeues it as it is. Stopped by SLURM (SIGTERM: `scontrol
     requeue`, a preemption, `scancel`), it waits for SLURM's kill instead of returning the stopped command's status:
     a job SLURM stops leaves no result, so a requeued one is waited for and a cancelled one is reported as gone."""
 
@@ -46,6 +53,8 @@ class Command(submitit.helpers.Checkpointable):
             code = subprocess.call(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
         while stopped:
             signal.pause()
+        if code != 0:
+            raise CommandFailed(f"exit status {code}")
         return code
 
 
@@ -73,11 +82,12 @@ class Engine:
     gpus_per_job: int = 0
     slurm: dict[str, Any] = field(default_factory=dict)  # the settings every SLURM job takes
     kinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # ... and a kind's own
+    requeues: int = 3  # how many times submitit requeues a SLURM job that reached its time limit
 
     def executor(self, job: Job, slot: int) -> submitit.Executor:
         """The executor for `job` (local: on worker `slot`; SLURM: named as the job)."""
         if self.cluster == "slurm":
-            ex = submitit.SlurmExecutor(folder=self.folder / "%j")
+            ex = submitit.SlurmExecutor(folder=self.folder / "%j", max_num_timeout=self.requeues)
             ex.update_parameters(job_name=job.name, **{**self.slurm, **self.kinds.get(job.kind, {})})
             return ex
         # A local job's files go in a folder of its own, made here: under "%j" its controller would open its log in a
@@ -102,14 +112,18 @@ class Failure:
 
 def run_jobs(jobs: Sequence[Job], engine: Engine, cwd: Path, follow: bool = False,
              on_done: Callable[[Job], None] | None = None) -> list[Failure]:
-    """Runs `jobs`, each once the jobs it waits for have finished (local: at most `engine.workers` at once); calls
-    `on_done(job)` as each finishes. Returns the failures, and the jobs skipped for them. `follow`: copy the running
-    jobs' logs to stdout as they grow (one worker: its output as if it ran here). Interrupted, it cancels its jobs
-    (their checkpoints stay)."""
+    """Runs `jobs`, each once the jobs it waits for have finished (local: at most `engine.workers` at once; SLURM:
+    `bertlab.slurm_jobs`); calls `on_done(job)` as each finishes. Returns the failures, and the jobs skipped for them.
+    `follow`: copy the running jobs' logs to stdout as they grow (one worker: its output as if it ran here).
+    Interrupted, a local run cancels its jobs (their checkpoints stay)."""
     if unknown := {a for j in jobs for a in j.after} - {j.name for j in jobs}:
         raise ValueError(f"jobs wait for jobs not given: {sorted(unknown)}")
-    pending, running, done, failures, gone = list(jobs), {}, set(), [], {}
-    free = list(range(engine.workers)) if engine.cluster == "local" else []
+    if engine.cluster == "slurm":
+        from bertlab.slurm_jobs import run_slurm_jobs
+
+        return run_slurm_jobs(jobs, engine, cwd, follow, on_done)
+    pending, running, done, failures = list(jobs), {}, set(), []
+    free = list(range(engine.workers))
     offsets: dict[Path, int] = {}
     try:
         while pending or running:
@@ -117,25 +131,23 @@ def run_jobs(jobs: Sequence[Job], engine: Engine, cwd: Path, follow: bool = Fals
                 pending.remove(job)
                 failures.append(Failure(job, "not run: a job it waits for failed"))
             for job in [j for j in pending if set(j.after) <= done]:
-                if engine.cluster == "local" and not free:
+                if not free:
                     break
                 pending.remove(job)
-                slot = free.pop(0) if engine.cluster == "local" else 0
+                slot = free.pop(0)
                 job.log_file.parent.mkdir(parents=True, exist_ok=True)
                 job.log_file.write_text("")  # this run's output only
                 handle = engine.executor(job, slot).submit(Command(), job.argv, str(cwd), str(job.log_file))
                 log.info("submitted %s (job %s)", job.name, handle.job_id)
                 running[job.name] = (job, handle, slot, time.monotonic())
             time.sleep(POLL_S[engine.cluster])
-            queued = in_queue([h for _, h, _, _ in running.values()]) if engine.cluster == "slurm" else set()
             for name, (job, handle, slot, began) in list(running.items()):
                 if follow:
                     offsets[job.log_file] = copy_new(job.log_file, offsets.get(job.log_file, 0))
-                if not ended(handle, queued, gone):
+                if not handle.done():
                     continue
                 del running[name]
-                if engine.cluster == "local":
-                    free.append(slot)
+                free.append(slot)
                 if (why := failure_of(handle)) is not None:
                     failures.append(Failure(job, why))
                     log.error("failed: %s", failures[-1])
@@ -150,35 +162,15 @@ def run_jobs(jobs: Sequence[Job], engine: Engine, cwd: Path, follow: bool = Fals
     return failures
 
 
-def in_queue(handles: Sequence[submitit.Job]) -> set[str]:
-    """The ids of `handles`' SLURM jobs still in its queue (pending, running, requeued)."""
-    if not handles:
-        return set()
-    ids = ",".join(h.job_id for h in handles)
-    done = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ids], capture_output=True, text=True)
-    return set(done.stdout.split()) if done.returncode == 0 else {h.job_id for h in handles}  # unknown: still there
-
-
-def ended(handle: submitit.Job, queued: set[str], gone: dict[str, int]) -> bool:
-    """Whether a job has ended: its result is written (a local job: its process has ended), or a SLURM job has left
-    the queue without one twice in a row (killed: cancelled, out of memory or time). squeue, not submitit's sacct,
-    which a cluster without accounting storage does not have."""
-    if not isinstance(handle, submitit.SlurmJob):
-        return handle.done()
-    if handle.paths.result_pickle.exists():
-        return True
-    gone[handle.job_id] = gone.get(handle.job_id, 0) + 1 if handle.job_id not in queued else 0
-    return gone[handle.job_id] >= 2
-
-
 def failure_of(handle: submitit.Job) -> str | None:
     """None for a job that succeeded, else why it failed, in one line."""
     if isinstance(handle, submitit.SlurmJob) and not handle.paths.result_pickle.exists():
         return "it left SLURM's queue without a result (cancelled, or out of memory or time?)"
-    if handle.exception() is not None:  # the job's own Python, not the command: submitit's log has the traceback
-        return f"the job failed before its command ended (see {handle.paths.stderr})"
-    code = handle.result()
-    return None if code == 0 else f"exit status {code}"
+    if (err := handle.exception()) is None:
+        return None
+    if found := re.search(r"CommandFailed: (exit status -?\d+)", str(err)):
+        return found.group(1)
+    return f"the job failed before its command ended (see {handle.paths.stderr})"  # submitit's log: the traceback
 
 
 def copy_new(path: Path, offset: int) -> int:

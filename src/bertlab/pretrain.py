@@ -53,18 +53,10 @@ def run(cfg: DictConfig) -> bool:
 
 def pretrain(cfg: DictConfig) -> bool:
     """Train run `cfg` unless it (or a twin) is finished; True when this very run was finished already."""
-    data_dir = Path(cfg.data_dir)
-    tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    instances_dir = require(data_dir / "pretrain_data", "pretrain_data")
-    counts_file = require(instances_dir / "unigram_counts.npy", "pretrain_data")
-    fmt, p = cfg.objective.data, cfg.pretrain
-    short_steps = round(p.short_seq_fraction * p.max_steps)
-    short_dir = instances_dir / f"train_{fmt}_short"
-    if short_steps and not short_dir.exists():
-        raise UserError(f"pretrain.short_seq_fraction={p.short_seq_fraction}: {short_dir} does not exist (set "
-                              f"pretrain_data.short_seq_length and rerun the pretrain_data stage)")
-    key = runs.pretrain_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
-                                  counts_file, *([short_dir] if short_steps else [])])
+    inputs = runs.pretrain_inputs(cfg)
+    key = runs.pretrain_key(cfg, inputs)
+    tokenizer_file, instances_dir = inputs[0], inputs[1].parent
+    short_steps = round(cfg.pretrain.short_seq_fraction * cfg.pretrain.max_steps)
     out = runs.pretrain_dir(cfg.out_dir, cfg.name, cfg.seed)
     fields = {"name": out.name, "encoder": cfg.name, "seed": cfg.seed}  # what a copied twin's record takes from this
     if cfg.impl.reuse_twins and (twin := runs.reuse(out, key, fields, stage.global_rank() == 0, depth=2)):

@@ -26,7 +26,7 @@ def compose_run(encoder: str, seed: int, *, steps: int = 20, layers: int = 2, no
     path = Path(f"data/configs/pretrain/{encoder}/run/{encoder}-{seed}.yaml")
     path.parent.mkdir(parents=True, exist_ok=True)
     cfg = {"model": {"num_layers": layers}, "objective": {"name": "mlm_nsp"}, "pretrain": {"max_steps": steps},
-           "pretrain_data": {"seed": 0}, "name": encoder, "seed": seed, "not_run": not_run}
+           "pretrain_data": {"seed": 0}, "name": encoder, "seed": seed, "not_run": not_run, "out_dir": "data"}
     path.write_text("# @package _global_\n" + yaml.safe_dump(cfg))
 
 
