@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import shlex
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -40,8 +41,10 @@ import yaml
 from omegaconf import OmegaConf
 
 from bertlab import owner, runs, untrained
-from bertlab.errors import UserError
+from bertlab.errors import Interrupted, UserError
+from bertlab.guards import stop_on_signals
 from bertlab.jobs import Engine, Job, run_jobs
+from bertlab.slurm_jobs import run_slurm_jobs
 from bertlab.study import pretrain_name
 
 TRAINING = ("pretrain", "finetune")  # the stages run as jobs (foreach stages: `<stage>@<encoder>`)
@@ -274,19 +277,34 @@ def describe(p: Plan, s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def expected(found: dict[str, Any]) -> dict[str, Any]:
+    """`found` with every training stage that depends on a stale stage stale too: it reruns once they have."""
+    import networkx as nx
+
+    graph, by_stage = found["graph"], {s: name for name, s in found["stages"].items()}
+    after = {by_stage[d] for name in found["stale"] if name in found["stages"]
+             for d in nx.ancestors(graph, found["stages"][name])}
+    return found | {"stale": found["stale"] | {n for n in after if n.split("@")[0] in TRAINING}}
+
+
 def run(args: list[str]) -> int:
-    """The command: 0 when every stale stage ran and the pipeline is current, 1 when a job failed."""
+    """The command: 0 when every stale stage ran and the pipeline is current, 1 when a job failed. The whole plan is
+    printed before anything long runs: only `configs` first (the runs' composed configs, which the plan reads)."""
     s = settings(args)
     found = stale()
-    upstream = upstream_of_training(found)
-    if upstream and not s["dry_run"]:
-        dvc("repro", *upstream)
+    if "configs" in found["stale"]:
+        dvc("repro", "configs")
         found = stale()
-    p = plan(found)
-    p.upstream = upstream
+    p = plan(expected(found))
     print(describe(p, s), flush=True)
     if s["dry_run"]:
         return 0
+    if p.upstream:
+        dvc("repro", *p.upstream)
+        jobs = {j.name for j in p.jobs}
+        p = plan(stale())
+        if {j.name for j in p.jobs} != jobs:  # a data stage rerun to the same outputs: fewer runs are stale
+            print("the plan, once the data stages ran:\n" + describe(p, s), flush=True)
     write_records(p)
     left = {name: set(jobs) for name, jobs in p.stages.items()}
 
@@ -297,7 +315,8 @@ def run(args: list[str]) -> int:
                 if not waiting:
                     dvc("commit", "-f", name, show=False)
 
-    failures = run_jobs(p.jobs, engine(s), Path.cwd(), on_done=commit_when_done)
+    runner = run_slurm_jobs if s["cluster"] == "slurm" else run_jobs
+    failures = runner(p.jobs, engine(s), Path.cwd(), on_done=commit_when_done)
     for stage in [n for n, jobs in left.items() if not jobs and not p.stages[n]]:
         dvc("commit", "-f", stage, show=False)  # a stage with no job: its output recorded as it is
     if failures:
@@ -313,11 +332,18 @@ def run(args: list[str]) -> int:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("submitit").propagate = False  # it has its own handlers: once is enough
+    stop_on_signals()
+    signal.signal(signal.SIGHUP, signal.getsignal(signal.SIGTERM))  # its terminal closed: as SIGTERM
     try:
         sys.exit(run(sys.argv[1:]))
     except UserError as err:
         print(f"Error: {err}", file=sys.stderr)
         sys.exit(2)
+    except Interrupted as stop:
+        print(f"Error: grid stopped by {signal.Signals(stop.signum).name}: its SLURM jobs go on in the queue (rerun "
+              "the same command to follow them and commit what finished); local jobs stopped, their checkpoints "
+              "kept (rerun to resume)", file=sys.stderr)
+        sys.exit(128 + stop.signum)
 
 
 if __name__ == "__main__":

@@ -112,16 +112,13 @@ class Failure:
 
 def run_jobs(jobs: Sequence[Job], engine: Engine, cwd: Path, follow: bool = False,
              on_done: Callable[[Job], None] | None = None) -> list[Failure]:
-    """Runs `jobs`, each once the jobs it waits for have finished (local: at most `engine.workers` at once; SLURM:
-    `bertlab.slurm_jobs`); calls `on_done(job)` as each finishes. Returns the failures, and the jobs skipped for them.
-    `follow`: copy the running jobs' logs to stdout as they grow (one worker: its output as if it ran here).
-    Interrupted, a local run cancels its jobs (their checkpoints stay)."""
-    if unknown := {a for j in jobs for a in j.after} - {j.name for j in jobs}:
-        raise ValueError(f"jobs wait for jobs not given: {sorted(unknown)}")
-    if engine.cluster == "slurm":
-        from bertlab.slurm_jobs import run_slurm_jobs
-
-        return run_slurm_jobs(jobs, engine, cwd, follow, on_done)
+    """Runs `jobs` on local workers, each once the jobs it waits for have finished, at most `engine.workers` at once
+    (SLURM's: `bertlab.slurm_jobs.run_slurm_jobs`); calls `on_done(job)` as each finishes. Returns the failures, and
+    the jobs skipped for them. `follow`: copy the running jobs' logs to stdout as they grow (one worker: its output as
+    if it ran here). Interrupted, it cancels its jobs (their checkpoints stay)."""
+    check(jobs)
+    if engine.cluster != "local":
+        raise ValueError(f"run_jobs runs local jobs, not {engine.cluster}'s (bertlab.slurm_jobs)")
     pending, running, done, failures = list(jobs), {}, set(), []
     free = list(range(engine.workers))
     offsets: dict[Path, int] = {}
@@ -160,6 +157,12 @@ def run_jobs(jobs: Sequence[Job], engine: Engine, cwd: Path, follow: bool = Fals
         for _, handle, _, _ in running.values():
             handle.cancel(check=False)
     return failures
+
+
+def check(jobs: Sequence[Job]) -> None:
+    """A ValueError where a job waits for a job not among `jobs`."""
+    if unknown := {a for j in jobs for a in j.after} - {j.name for j in jobs}:
+        raise ValueError(f"jobs wait for jobs not given: {sorted(unknown)}")
 
 
 def failure_of(handle: submitit.Job) -> str | None:

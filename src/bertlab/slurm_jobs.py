@@ -25,7 +25,7 @@ from pathlib import Path
 import submitit
 
 from bertlab.errors import UserError
-from bertlab.jobs import POLL_S, Command, Engine, Failure, Job, copy_new, failure_of
+from bertlab.jobs import POLL_S, Command, Engine, Failure, Job, check, copy_new, failure_of
 
 log = logging.getLogger(__name__)
 GONE_S = 60.0  # how long a job may be out of the queue without its result before it is failed
@@ -105,6 +105,7 @@ def run_slurm_jobs(jobs: Sequence[Job], engine: Engine, cwd: Path, follow: bool 
     """`jobs.run_jobs` on SLURM (see the module's docstring): adopts the recorded jobs still in the queue, submits
     the rest, and follows them to their ends, calling `on_done(job)` as each finishes. Returns the failures, and the
     jobs not run for them. Stopped, it leaves every job in the queue."""
+    check(jobs)
     before = recorded(engine)
     queued = in_queue([before[j.name] for j in jobs if j.name in before])
     handles = {j.name: handle(engine, before[j.name]) for j in jobs if before.get(j.name) in queued}

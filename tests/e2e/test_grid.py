@@ -17,8 +17,9 @@ import pytest
 import torch
 import yaml
 
-from bertlab.jobs import Engine, Job, run_jobs
+from bertlab.jobs import Engine, Job
 from bertlab.runs import pretrain_dir
+from bertlab.slurm_jobs import run_slurm_jobs
 from tests import slurm
 from tests.helpers import TINY, copy_project, readme_section
 
@@ -189,7 +190,7 @@ def test_a_requeued_pretraining_job_resumes_to_the_uninterrupted_weights(cluster
     checkpoints = out / "checkpoints" / "pretrain"
     watcher = threading.Thread(target=lambda: requeue_once(job.name, checkpoints, requeued), daemon=True)
     watcher.start()
-    failures = run_jobs([job], Engine("slurm", tmp_path / "submitit", slurm={"time": 30,
+    failures = run_slurm_jobs([job], Engine("slurm", tmp_path / "submitit", slurm={"time": 30,
                                                                             "additional_parameters": {"requeue": True}}),
                         tmp_path)
     watcher.join(timeout=60)

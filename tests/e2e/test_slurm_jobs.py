@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bertlab.jobs import Engine, Job, run_jobs
-from bertlab.slurm_jobs import recorded
+from bertlab.jobs import Engine, Job
+from bertlab.slurm_jobs import recorded, run_slurm_jobs
 from tests import slurm
 
 # Sleeps `seconds`, then appends "<name>" to `ran` (a line per time the job's command ran) and exits with `code`.
@@ -57,7 +57,7 @@ def test_all_jobs_at_once_their_waits_in_slurm_an_array_a_group(cluster: None, t
             *[job(tmp_path, f"cell-1-{i}", after=("pre-1",)) for i in range(3)],
             *[job(tmp_path, f"cell-2-{i}", after=("pre-2",)) for i in range(3)]]
     done: list[str] = []
-    failures = run_jobs(jobs, engine(tmp_path), tmp_path, on_done=lambda j: done.append(j.name))
+    failures = run_slurm_jobs(jobs, engine(tmp_path), tmp_path, on_done=lambda j: done.append(j.name))
     assert len(arrays(tmp_path)) == 3  # the pretraining runs, the cells on each: 3 sbatch for 8 jobs
     assert sorted(done) == ["cell-1-0", "cell-1-1", "cell-1-2", "pre-1"]
     assert {f.job.name: f.why for f in failures} == {"pre-2": "exit status 1",
@@ -69,14 +69,15 @@ def test_all_jobs_at_once_their_waits_in_slurm_an_array_a_group(cluster: None, t
 DRIVER = """
 import sys, logging
 from pathlib import Path
-from bertlab.jobs import Engine, Job, run_jobs
+from bertlab.jobs import Engine, Job
+from bertlab.slurm_jobs import run_slurm_jobs
 tmp = Path(sys.argv[1])
 logging.basicConfig(level=logging.INFO)
 script = {script!r}
 jobs = [Job("pre", (sys.executable, "-c", script, "pre", "8", "0", str(tmp / "ran")), tmp / "logs/pre.log", (), "pretrain"),
         *[Job(f"cell-{{i}}", (sys.executable, "-c", script, f"cell-{{i}}", "1", "0", str(tmp / "ran")),
               tmp / f"logs/cell-{{i}}.log", ("pre",), "cell") for i in range(2)]]
-print("failures:", run_jobs(jobs, Engine("slurm", tmp / "submitit", slurm={{"time": 10, "cpus_per_task": 1}}), tmp),
+print("failures:", run_slurm_jobs(jobs, Engine("slurm", tmp / "submitit", slurm={{"time": 10, "cpus_per_task": 1}}), tmp),
       flush=True)
 """
 
@@ -115,10 +116,10 @@ def test_a_cancelled_job_is_named_and_its_rerun_submits_it_alone(cluster: None, 
 
     import threading
     threading.Thread(target=cancel_b, daemon=True).start()
-    failures = run_jobs(jobs, e, tmp_path)
+    failures = run_slurm_jobs(jobs, e, tmp_path)
     assert [(f.job.name, f.why.split(" (")[0]) for f in failures] == [("b", "it left SLURM's queue without a result")]
     before = json.loads((tmp_path / "submitit" / "queue.json").read_text())
-    assert run_jobs([job(tmp_path, "b", 1)], e, tmp_path) == []  # the rerun: the one job still without its result
+    assert run_slurm_jobs([job(tmp_path, "b", 1)], e, tmp_path) == []  # the rerun: the one job still without its result
     after = recorded(e)
     assert after["a"] == before["a"] and after["b"] != before["b"]
     assert ran(tmp_path) == ["a", "b"]
