@@ -11,6 +11,7 @@ the jobs waiting for it are skipped, the others go on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -38,19 +39,24 @@ class CommandFailed(Exception):
 
 class Command(submitit.helpers.Checkpointable):
     """`argv` run in `cwd`, its output into `log_file` (a rank above 0 of a multi-task job: `<log>.rank<N>`); returns
-    0, and raises CommandFailed where it exits with another status. Preempted or timed out, submitit requeues it as it is. Stopped by SLURM (SIGTERM: `scontrol
-    requeue`, a preemption, `scancel`), it waits for SLURM's kill instead of returning the stopped command's status:
-    a job SLURM stops leaves no result, so a requeued one is waited for and a cancelled one is reported as gone."""
+    0, and raises CommandFailed where it exits with another status. Preempted or timed out, submitit requeues it as it
+    is. Stopped by SLURM (SIGTERM: `scontrol requeue`, a preemption, `scancel`), it waits for SLURM's kill instead of
+    returning the stopped command's status: a job SLURM stops leaves no result, so a requeued one is waited for and a
+    cancelled one is reported as gone. Stopped locally (SIGTERM from its controller), it passes the signal on."""
 
     def __call__(self, argv: Sequence[str], cwd: str, log_file: str) -> int:
         rank = int(os.environ.get("SLURM_PROCID", "0"))
         path = Path(log_file if rank == 0 else f"{log_file}.rank{rank}")
         path.parent.mkdir(parents=True, exist_ok=True)
-        stopped = []
-        if "SLURM_JOB_ID" in os.environ:
+        stopped: list[bool] = []
+        children: list[subprocess.Popen] = []
+        if "SLURM_JOB_ID" in os.environ:  # SLURM signals the command itself, and kills the job after
             signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
+        else:  # a local driver stopped: its controller passes SIGTERM here, and the command stops in one line
+            signal.signal(signal.SIGTERM, lambda *_: [c.send_signal(signal.SIGTERM) for c in children])
         with path.open("a") as out:
-            code = subprocess.call(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+            children.append(subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT))
+            code = children[0].wait()
         while stopped:
             signal.pause()
         if code != 0:
@@ -154,9 +160,19 @@ def run_jobs(jobs: Sequence[Job], engine: Engine, cwd: Path, follow: bool = Fals
                 if on_done is not None:
                     on_done(job)
     finally:
-        for _, handle, _, _ in running.values():
-            handle.cancel(check=False)
+        stop([handle for _, handle, _, _ in running.values()])
     return failures
+
+
+def stop(handles: Sequence[submitit.Job], wait_s: float = 60) -> None:
+    """Stops local jobs: SIGTERM to each job's controller (submitit's `cancel` sends SIGINT, whose traceback the
+    controller would print here), which passes it to the command; waits for them to end."""
+    for handle in handles:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(handle.job_id), signal.SIGTERM)  # a local job's id is its controller's process id
+    deadline = time.monotonic() + wait_s
+    while any(not h.done() for h in handles) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def check(jobs: Sequence[Job]) -> None:
