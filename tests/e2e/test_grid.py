@@ -24,7 +24,7 @@ import yaml
 from bertlab.jobs import Engine, Job
 from bertlab.runs import pretrain_dir
 from bertlab.slurm_jobs import run_slurm_jobs
-from tests import slurm
+from tests.slurm import one_node as cluster  # noqa: F401 (a fixture)
 from tests.helpers import TINY, copy_project, readme_section
 
 DECLARATION = "conf/ablations/default.yaml"
@@ -140,14 +140,6 @@ def test_a_bad_setting_is_named_in_one_line(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "bertlab.grid", "workers=0"], cwd=tmp_path, capture_output=True,
                           text=True)
     assert (done.returncode, done.stderr) == (2, "Error: grid: workers=0: expected an integer >= 1\n")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> None:
-    with slurm.cluster() as reason:
-        if reason is not None:
-            pytest.skip(f"no one-node SLURM here: {reason}")
-        yield
 
 
 @pytest.mark.slow

@@ -17,19 +17,11 @@ import pytest
 
 from bertlab.jobs import Engine, Job
 from bertlab.slurm_jobs import recorded, run_slurm_jobs
-from tests import slurm
+from tests.slurm import one_node as cluster  # noqa: F401 (a fixture)
 
 # Sleeps `seconds`, then appends "<name>" to `ran` (a line per time the job's command ran) and exits with `code`.
 SCRIPT = ("import sys, time, pathlib; time.sleep(float(sys.argv[2])); "
           "open(pathlib.Path(sys.argv[4]), 'a').write(sys.argv[1] + '\\n'); sys.exit(int(sys.argv[3]))")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> None:
-    with slurm.cluster() as reason:
-        if reason is not None:
-            pytest.skip(f"no one-node SLURM here: {reason}")
-        yield
 
 
 def job(tmp: Path, name: str, seconds: float = 1, code: int = 0, after: tuple[str, ...] = (),
