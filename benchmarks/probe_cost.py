@@ -22,11 +22,12 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from bertlab.files import read_tokenizer
-from bertlab.finetune import encoder_dir, task_of
+from bertlab.finetune import task_of
 from bertlab.modeling.export import load_encoder
 from bertlab.stage import CONF_DIR
 from bertlab.training import probe
 from bertlab.training.cell import task_data
+from bertlab.untrained import encoder_dir
 
 DECADES = [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0]
 SETTINGS = {  # name: (grid, folds, the folds' tolerance)

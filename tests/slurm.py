@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 CONF = Path("/etc/slurm/slurm.conf")
 MARK = "# a one-node test cluster written by bertlab's tests (tests/slurm.py)"
 
@@ -82,3 +84,12 @@ def cluster(cpus: int = 2) -> Iterator[str | None]:
         for proc in reversed(started):
             proc.terminate()
             proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def one_node() -> Iterator[None]:
+    """A one-node cluster for a test module; its tests skipped, with why, where none can run here."""
+    with cluster() as reason:
+        if reason is not None:
+            pytest.skip(f"no one-node SLURM here: {reason}")
+        yield

@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab import kinds, stage
+from bertlab import kinds, owner, stage
 from bertlab.data.tasks import Task, missing_data
 from bertlab.errors import UserError
-from bertlab.files import atomic_dir, read_json, write_json
+from bertlab.files import read_json
 from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS
-from bertlab.runs import cell_fields, cell_key, pretrain_dir, reuse
-from bertlab.study import NOT_RUN
+from bertlab.runs import cell_key, reuse
 from bertlab.tracking import one_run_per_job
+from bertlab.untrained import cell_dir, cell_not_run, encoder_dir, first_record, untrained
 
 if TYPE_CHECKING:
     from bertlab.training.finetune_module import FinetuneModule
@@ -63,30 +63,24 @@ def task_of(cfg: DictConfig) -> Task:
         raise UserError(f"task: {err}") from err
 
 
-def encoder_dir(cfg: DictConfig) -> Path:
-    """The folder of encoder `finetune.encoder`'s pretraining run at seed `finetune.pretrain_seed`: in `out_dir` (one
-    pretrained by hand beside this run) if it is there, else the pipeline's in `data_dir`."""
-    ft = cfg.finetune
-    own = pretrain_dir(cfg.out_dir, ft.encoder, ft.pretrain_seed)
-    return own if own.exists() else pretrain_dir(cfg.data_dir, ft.encoder, ft.pretrain_seed)
-
-
-def cell_dir(cfg: DictConfig) -> Path:
-    """The cell's folder, `<out_dir>/finetune/<encoder>/<name>`: a pipeline encoder's cells are its stage's output."""
-    return Path(cfg.out_dir) / "finetune" / cfg.finetune.encoder / cfg.name
-
-
 def finetune(cfg: DictConfig) -> Result:
-    """Run the stage on `cfg` (the composed Hydra config); writes `cell_dir(cfg)` and returns its record."""
+    """Run the stage on `cfg` (the composed Hydra config) under the cell's claim (`bertlab.owner`: one writer a
+    cell); writes `cell_dir(cfg)` and returns its record."""
     kinds.check(cfg)
+    with owner.claim(cfg.out_dir, "finetune", cfg.name, stage.global_rank()):
+        if cfg.not_run:  # the profile leaves this cell of the grid out (the configs stage says why)
+            record = cell_not_run(cfg)
+            print(f"{cfg.name}: {record['reason']}")
+            return Result(record, finished_before=True)
+        return cell_result(cfg)
+
+
+def cell_result(cfg: DictConfig) -> Result:
+    """The cell's result: no data, finished already (by itself or a twin), or trained and scored now."""
     task = task_of(cfg)
     out_dir = cell_dir(cfg)
     reason = missing_data(Path(cfg.data_dir) / "download" / "tasks" / task.name)
-    record: dict[str, Any] = {"name": cfg.name, **cell_fields(cfg), "seed": cfg.seed, "headline_metric": task.metric}
-    if cfg.not_run:  # the profile leaves this cell of the grid out (the configs stage says why)
-        why = f"not run at {cfg.profile_name}: {cfg.not_run}"
-        print(f"{cfg.name}: {why}")
-        return Result(untrained(out_dir, record, NOT_RUN, why), finished_before=True)
+    record = first_record(cfg)
     if reason is not None:
         print(f"{task.name}: no data ({reason})")
         return Result(untrained(out_dir, record, "no data", reason))
@@ -109,16 +103,6 @@ def finetune(cfg: DictConfig) -> Result:
     work = cell.probe_and_score if cfg.finetune.mode == "probe" else cell.train_and_score
     with one_run_per_job():
         return Result(*work(cfg, task, encoder, record | {"run_key": key}, out_dir))
-
-
-def untrained(out_dir: Path, record: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
-    """The record of a cell that trains nothing, `status` "no data" (its task's data could not be had) or "not run"
-    (the profile leaves it out), with the reason: the tables say so, and the stage succeeds."""
-    record |= {"status": status, "reason": reason, "metrics": {}, "headline": None, "floor": None,
-               "train_examples": None, "eval_examples": None, "train_seconds": None, "eval_seconds": None}
-    with atomic_dir(out_dir) as tmp:
-        write_json(tmp / "metrics.json", record)
-    return record
 
 
 @stage.main(named_runs=True, reads=("name", "impl", "logger"))

@@ -7,15 +7,20 @@ DVC at the end. Not a stage: it drives them.
    run a job; a twin, a run of the same settings and seed under another encoder's name, after the other, whose outputs
    it copies), and a job per fine-tuning cell of each stale `finetune@<encoder>` (`python -m bertlab.finetune -cd
    data/configs/finetune/<encoder>/cell -cn <cell>`), which waits for the pretraining run it reads
-   (`finetune.pretrain_seed`) where that is stale. A run that trains nothing (one the profile leaves out, `not_run`,
-   or of 0 steps) or copies a twin is a light job, of a cell's size. `dry_run=true` stops here.
+   (`finetune.pretrain_seed`) where that is stale. A run finished already with its run key (a rerun after a failed
+   cell) gets no job, nor does a run the profile leaves out (`not_run`): its "not run" record is written here. A run
+   of 0 steps or one that copies a twin is a light job, of a cell's size. `dry_run=true` stops here.
 3. The jobs run; each finished stage is recorded with `dvc commit -f <stage>` (only this process runs DVC: the jobs
-   never hold its lock); then `dvc repro` runs what is left (the report). A failed job is named with its log, and the
-   command stops before the report: run it again, and only what is still stale is submitted.
+   never hold its lock; it waits for DVC's lock while another DVC command holds it); then `dvc repro` runs what is
+   left (the report). A failed job is named with its log, and the command stops before the report: run it again, and
+   only the runs still without their result are submitted. Each run claims its name before it writes
+   (`bertlab.owner`), so a second writer of it (a `dvc repro` beside the grid, a duplicate job) is refused in one line.
 
 Settings: `cluster` (`local`: `workers` jobs at once, each with `gpus_per_job` GPUs; `slurm`: sbatch jobs on
-`partition` for `time` minutes each, a pretraining job on `nodes` nodes of `gpus_per_job` GPUs, one task a GPU as
-`srun` starts them, a cell on one GPU where `gpus_per_job` > 0; `cpus_per_job` CPUs a task). A SLURM job that reaches
+`partition` for `time` minutes a pretraining job and `cell_time` a cell (default: `time`), a pretraining job on `nodes`
+nodes of `gpus_per_job` GPUs, one task a GPU as `srun` starts them, a cell on one GPU where `gpus_per_job` > 0;
+`cpus_per_job` CPUs a task; `account`, `qos`, `mem`, `constraint` as sbatch takes them, `sbatch` any other options as
+a mapping, `requeues` how many times submitit requeues a job that reached its time limit). A SLURM job that reaches
 its time limit or is preempted is requeued (submitit, on SLURM's signal 90 s before) and so is one `scontrol requeue`
 stops: run again, a pretraining run resumes from its last checkpoint, a finished cell does nothing.
 """
@@ -25,24 +30,28 @@ from __future__ import annotations
 import json
 import logging
 import shlex
+import signal
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from omegaconf import OmegaConf
 
-from bertlab import runs
-from bertlab.errors import UserError
+from bertlab import owner, runs, untrained
+from bertlab.errors import Interrupted, UserError
+from bertlab.guards import stop_on_signals
 from bertlab.jobs import Engine, Job, run_jobs
+from bertlab.slurm_jobs import run_slurm_jobs
 from bertlab.study import pretrain_name
 
 TRAINING = ("pretrain", "finetune")  # the stages run as jobs (foreach stages: `<stage>@<encoder>`)
 FOLDER = Path("data/grid")  # the jobs' logs (`logs/`) and submitit's files (`submitit/`)
 DEFAULTS: dict[str, Any] = {"cluster": "local", "workers": 1, "gpus_per_job": 0, "nodes": 1, "cpus_per_job": None,
-                            "partition": None, "time": 60, "dry_run": False}
+                            "partition": None, "time": 60, "cell_time": None, "account": None, "qos": None,
+                            "mem": None, "constraint": None, "sbatch": {}, "requeues": 3, "dry_run": False}
 
 
 @dataclass
@@ -52,6 +61,8 @@ class Plan:
     upstream: list[str]
     jobs: list[Job]
     stages: dict[str, list[str]]  # stage -> the names of its jobs (committed once all are done)
+    records: list[tuple[str, Path]] = field(default_factory=list)  # runs left out: (stage, config), written here
+    finished: list[str] = field(default_factory=list)  # runs of a stale stage finished already: no job
 
 
 def settings(args: list[str]) -> dict[str, Any]:
@@ -65,9 +76,16 @@ def settings(args: list[str]) -> dict[str, Any]:
     s = DEFAULTS | given
     if s["cluster"] not in ("local", "slurm"):
         raise UserError(f"grid: cluster={s['cluster']!r}: expected local or slurm")
-    for key, lo in (("workers", 1), ("gpus_per_job", 0), ("nodes", 1), ("time", 1)):
+    s["cell_time"] = s["time"] if s["cell_time"] is None else s["cell_time"]
+    for key, lo in (("workers", 1), ("gpus_per_job", 0), ("nodes", 1), ("time", 1), ("cell_time", 1), ("requeues", 0)):
         if not (isinstance(s[key], int) and not isinstance(s[key], bool) and s[key] >= lo):
             raise UserError(f"grid: {key}={s[key]!r}: expected an integer >= {lo}")
+    for key in ("account", "qos", "mem", "constraint"):
+        if s[key] is not None and not isinstance(s[key], (str, int)):
+            raise UserError(f"grid: {key}={s[key]!r}: expected one value, as sbatch --{key} takes it")
+    if not isinstance(s["sbatch"], dict):
+        raise UserError(f"grid: sbatch={s['sbatch']!r}: expected sbatch options as a mapping, e.g. "
+                        "'sbatch={exclusive: true, reservation: mine}'")
     if s["cpus_per_job"] is not None and not (isinstance(s["cpus_per_job"], int) and s["cpus_per_job"] >= 1):
         raise UserError(f"grid: cpus_per_job={s['cpus_per_job']!r}: expected an integer >= 1, or null")
     if not isinstance(s["dry_run"], bool):
@@ -78,29 +96,45 @@ def settings(args: list[str]) -> dict[str, Any]:
 
 
 def engine(s: dict[str, Any]) -> Engine:
-    """The executor settings of `s`: SLURM's for every job and for the `pretrain` and `cell` kinds."""
-    common = {"time": s["time"], "additional_parameters": {"requeue": True}}
-    common |= {k: v for k, v in (("partition", s["partition"]), ("cpus_per_task", s["cpus_per_job"])) if v}
+    """The executor settings of `s`: SLURM's for every job and for the `pretrain` and `cell` kinds (each its time)."""
+    common = {"additional_parameters": {"requeue": True, **s["sbatch"]}}
+    common |= {k: v for k, v in (("partition", s["partition"]), ("cpus_per_task", s["cpus_per_job"]),
+                                 ("account", s["account"]), ("qos", s["qos"]), ("mem", s["mem"]),
+                                 ("constraint", s["constraint"])) if v}
     g = s["gpus_per_job"]
-    kinds = {"pretrain": {"nodes": s["nodes"], "ntasks_per_node": max(1, g), **({"gpus_per_node": g} if g else {})},
-             "cell": {"nodes": 1, "ntasks_per_node": 1, **({"gpus_per_node": 1} if g else {})}}
-    return Engine(s["cluster"], FOLDER / "submitit", s["workers"], g if s["cluster"] == "local" else 0, common, kinds)
+    kinds = {"pretrain": {"nodes": s["nodes"], "ntasks_per_node": max(1, g), "time": s["time"],
+                          **({"gpus_per_node": g} if g else {})},
+             "cell": {"nodes": 1, "ntasks_per_node": 1, "time": s["cell_time"], **({"gpus_per_node": 1} if g else {})}}
+    return Engine(s["cluster"], FOLDER / "submitit", s["workers"], g if s["cluster"] == "local" else 0, common, kinds,
+                  s["requeues"])
 
 
-def dvc(*args: str) -> None:
-    """`dvc <args>` here, its output passed through; a UserError naming the command where it fails."""
-    done = subprocess.run([sys.executable, "-m", "dvc", *args])
+def dvc(*args: str, show: bool = True) -> None:
+    """`dvc <args>` here, waiting for DVC's lock while another DVC command holds it (`--wait-for-lock`); its output
+    passed through (`show`), else shown where it fails; a UserError naming the command where it fails."""
+    done = subprocess.run([sys.executable, "-m", "dvc", "--wait-for-lock", *args], capture_output=not show, text=True)
     if done.returncode != 0:
-        raise UserError(f"grid: `dvc {' '.join(args)}` failed (exit status {done.returncode}; its output above)")
+        said = [line for line in f"{done.stdout or ''}{done.stderr or ''}".splitlines() if line.strip()]
+        raise UserError(f"grid: `dvc {' '.join(args)}` failed (exit status {done.returncode}"
+                        + (f"): {said[-1].strip()}" if said else "; its output above)"))
 
 
 def stale() -> dict[str, Any]:
-    """The stages `dvc status` finds stale, and every stage of the pipeline (by name: `stage@item` for foreach)."""
+    """The stages `dvc status` finds stale, and every stage of the pipeline (by name: `stage@item` for foreach);
+    waits, saying so in a line, while another DVC command holds DVC's lock."""
+    from dvc.lock import LockError
     from dvc.repo import Repo
 
-    with Repo(".") as repo:
-        return {"stale": set(repo.status()), "stages": {s.addressing: s for s in repo.index.stages},
-                "graph": repo.index.graph}
+    def read(wait: bool) -> dict[str, Any]:
+        with Repo(".", _wait_for_lock=wait) as repo:  # wait: what `dvc --wait-for-lock` does
+            return {"stale": set(repo.status()), "stages": {s.addressing: s for s in repo.index.stages},
+                    "graph": repo.index.graph}
+
+    try:
+        return read(False)
+    except LockError:
+        print("grid: another DVC command holds DVC's lock here: waiting for it", file=sys.stderr, flush=True)
+        return read(True)
 
 
 def upstream_of_training(found: dict[str, Any]) -> list[str]:
@@ -120,52 +154,96 @@ def command(stage: Any) -> tuple[str, ...]:
     return (sys.executable, *argv[1:]) if argv[0] == "python" else tuple(argv)
 
 
-def pretraining(config: Path) -> tuple[str | None, bool]:
-    """What decides a composed pretraining run beside its inputs (its run key's settings, its seed among them; None
-    for a run the profile leaves out, which writes its own "not run" record), and whether it trains at all (`scratch`:
-    0 steps; not left out). A twin, equal in these, copies the other's outputs once they are there
-    (`impl.reuse_twins`): its job waits for the other's."""
+def pretraining(config: Path) -> tuple[str, bool]:
+    """What decides a composed pretraining run beside its inputs (its run key's settings, its seed among them), and
+    whether it trains at all (`scratch`: 0 steps). A twin, equal in these, copies the other's outputs once they are
+    there (`impl.reuse_twins`): its job waits for the other's."""
     cfg = OmegaConf.load(config)
-    if cfg.not_run:
-        return None, False
     settings = runs.values_at(cfg, [*runs.RESULT_KEYS["pretrain"], "pretrain_data.seed"])
     return json.dumps(settings, sort_keys=True, default=str), cfg.pretrain.max_steps > 0
+
+
+def finished(config: Path, stage: str) -> bool:
+    """Whether the composed run `config` of training stage `stage` is finished with its run key (the code, its
+    settings and its inputs as they are now; a cell's: its encoder's too) and its files are the bytes it recorded: its
+    job would do nothing."""
+    cfg = OmegaConf.load(config)
+    out = runs.pretrain_dir(cfg.out_dir, cfg.name, cfg.seed) if stage == "pretrain" else untrained.cell_dir(cfg)
+    if not (out / "metrics.json").exists():
+        return False
+    try:
+        if stage == "pretrain":
+            key = runs.pretrain_key(cfg, runs.pretrain_inputs(cfg))
+        else:
+            from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS  # torch: only once a cell may be finished
+
+            key = runs.cell_key(cfg, untrained.encoder_dir(cfg), (PLAIN_WEIGHTS, CONFIG))
+    except UserError:  # an input is missing, or not what its run wrote: the job says so
+        return False
+    record = json.loads((out / "metrics.json").read_text())
+    return key is not None and record.get("run_key") == key and runs.unaltered(out, record)
 
 
 def plan(found: dict[str, Any]) -> Plan:
     """The jobs of the stale training stages (see the module's docstring)."""
     names = [n for n in found["stages"] if n in found["stale"] and n.split("@")[0] in TRAINING]
-    jobs, stages, trains = [], {}, {}
+    p, trains = Plan([], [], {}), {}
     for name in [n for n in names if n.startswith("pretrain@")]:
         folder = Path(f"data/configs/pretrain/{name.split('@', 1)[1]}/run")
         configs = sorted(folder.glob("*.yaml"))
+        p.stages[name] = []
         if not configs:  # a dry run before `configs` has composed the runs: the stage's multirun, one job
-            jobs.append(Job(name, command(found["stages"][name]), FOLDER / "logs" / f"{name}.log", kind="pretrain"))
-            stages[name] = [name]
+            p.jobs.append(Job(name, command(found["stages"][name]), FOLDER / "logs" / f"{name}.log", kind="pretrain"))
+            p.stages[name] = [name]
             continue
-        stages[name] = [f"{name}/{config.stem}" for config in configs]
-        for job, config in zip(stages[name], configs):
+        for config in configs:
+            job = f"{name}/{config.stem}"
+            if OmegaConf.load(config).not_run:
+                p.records.append(("pretrain", config))
+                continue
+            if finished(config, "pretrain"):
+                p.finished.append(job)
+                continue
             settings, trains_at_all = pretraining(config)
-            first = trains.setdefault(settings, job) if settings else job
-            light = first != job or not trains_at_all  # a twin's copy, a "not run" record, an untrained export
-            jobs.append(Job(job, (sys.executable, "-m", "bertlab.pretrain", "-cd", str(folder), "-cn", config.stem),
-                            FOLDER / "logs" / name / f"{config.stem}.log", () if first == job else (first,),
-                            kind="cell" if light else "pretrain"))
-    planned = {j.name for j in jobs}
+            first = trains.setdefault(settings, job)
+            light = first != job or not trains_at_all  # a twin's copy, an untrained export
+            p.stages[name].append(job)
+            p.jobs.append(Job(job, (sys.executable, "-m", "bertlab.pretrain", "-cd", str(folder), "-cn", config.stem),
+                              FOLDER / "logs" / name / f"{config.stem}.log", () if first == job else (first,),
+                              kind="cell" if light else "pretrain"))
+    planned = {j.name for j in p.jobs}
     for encoder in dict.fromkeys(n.split("@", 1)[1] for n in names):
         name, pretraining_stage = f"finetune@{encoder}", f"pretrain@{encoder}"
-        if name not in found["stages"] or (name not in names and pretraining_stage not in stages):
+        if name not in found["stages"] or (name not in names and pretraining_stage not in p.stages):
             continue  # a stale encoder's pretraining: its cells run after it (a finished one does nothing)
         folder = Path(f"data/configs/finetune/{encoder}")
-        cells = sorted(p.stem for p in (folder / "cell").glob("*.yaml"))
-        stages[name] = [f"{name}/{cell}" for cell in cells]
-        for job, cell in zip(stages[name], cells):
+        p.stages[name] = []
+        for cell in sorted(c.stem for c in (folder / "cell").glob("*.yaml")):
+            job, config = f"{name}/{cell}", folder / "cell" / f"{cell}.yaml"
             key = yaml.safe_load((folder / "keys" / f"{cell}.yaml").read_text())
+            if key.get("not_run"):
+                p.records.append(("finetune", config))
+                continue
             run = f"{pretraining_stage}/{pretrain_name(encoder, key['finetune'].get('pretrain_seed'))}"
             after = next(((j,) for j in (run, pretraining_stage) if j in planned), ())  # its run, else its whole stage
-            jobs.append(Job(job, (sys.executable, "-m", "bertlab.finetune", "-cd", str(folder / "cell"), "-cn", cell),
-                            FOLDER / "logs" / name / f"{cell}.log", after, kind="cell"))
-    return Plan(upstream_of_training(found), jobs, stages)
+            if not after and finished(config, "finetune"):
+                p.finished.append(job)
+                continue
+            p.stages[name].append(job)
+            p.jobs.append(Job(job, (sys.executable, "-m", "bertlab.finetune", "-cd", str(folder / "cell"), "-cn",
+                                    cell), FOLDER / "logs" / name / f"{cell}.log", after, kind="cell"))
+    p.upstream = upstream_of_training(found)
+    return p
+
+
+def write_records(p: Plan) -> None:
+    """The "not run" records of the runs the profile leaves out, written here: no process, no job, for a run that
+    trains nothing (each under its run's claim, as its stage would)."""
+    for stage, config in p.records:
+        cfg = OmegaConf.load(config)
+        run = pretrain_name(cfg.name, cfg.seed) if stage == "pretrain" else cfg.name
+        with owner.claim(cfg.out_dir, stage, run, 0):
+            (untrained.run_not_run if stage == "pretrain" else untrained.cell_not_run)(cfg)
 
 
 def describe(p: Plan, s: dict[str, Any]) -> str:
@@ -175,7 +253,9 @@ def describe(p: Plan, s: dict[str, Any]) -> str:
     cells = [j for j in p.jobs if j.kind == "cell" and j not in light]
     g = s["gpus_per_job"]
     if s["cluster"] == "slurm":
-        where = f"SLURM jobs (partition {s['partition'] or 'default'}, {s['time']} min each)"
+        limits = f"{s['time']} min each" if s["time"] == s["cell_time"] else \
+            f"{s['time']} min a pretraining job, {s['cell_time']} a cell"
+        where = f"SLURM jobs (partition {s['partition'] or 'default'}, {limits})"
         size = (f"{s['nodes']} node(s) x {g} GPU(s), a task a GPU" if g else f"{s['nodes']} node(s) x 1 task",
                 "1 task, 1 GPU" if g else "1 task")
     else:
@@ -185,40 +265,60 @@ def describe(p: Plan, s: dict[str, Any]) -> str:
     first = f"dvc repro {' '.join(p.upstream)}" if p.upstream else "nothing (the inputs are current)"
     lines = [f"grid plan on {where}:", f"  here first: {first}",
              f"  {len(pretrain)} pretraining job(s) of {size[0]}: {', '.join(j.name for j in pretrain) or '-'}",
-             *([f"  {len(light)} pretraining job(s) of {size[1]}, training nothing (left out by the profile, or 0 "
-                "steps) or copying a twin after it: "
-                + ", ".join(j.name + (f" after {j.after[0]}" if j.after else "") for j in light)] if light else []),
+             *([f"  {len(light)} pretraining job(s) of {size[1]}, training nothing (0 steps) or copying a twin after "
+                "it: " + ", ".join(j.name + (f" after {j.after[0]}" if j.after else "") for j in light)] if light else []),
              f"  {len(cells)} fine-tuning cell job(s) of {size[1]}: "
-             + (", ".join(f"{e} {n}" for e, n in per_encoder.items()) or "-"),
+             + (", ".join(f"{e} {n}" for e, n in per_encoder.items() if n) or "-"),
+             *([f"  {len(p.records)} run(s) left out by the profile: their \"not run\" records written here, no job"]
+               if p.records else []),
+             *([f"  {len(p.finished)} run(s) of a stale stage finished already with their run keys: no job"]
+               if p.finished else []),
              f"  then: dvc commit -f each of the {len(p.stages)} stage(s) as its jobs finish, and dvc repro"]
     return "\n".join(lines)
 
 
+def expected(found: dict[str, Any]) -> dict[str, Any]:
+    """`found` with every training stage that depends on a stale stage stale too: it reruns once they have."""
+    import networkx as nx
+
+    graph, by_stage = found["graph"], {s: name for name, s in found["stages"].items()}
+    after = {by_stage[d] for name in found["stale"] if name in found["stages"]
+             for d in nx.ancestors(graph, found["stages"][name])}
+    return found | {"stale": found["stale"] | {n for n in after if n.split("@")[0] in TRAINING}}
+
+
 def run(args: list[str]) -> int:
-    """The command: 0 when every stale stage ran and the pipeline is current, 1 when a job failed."""
+    """The command: 0 when every stale stage ran and the pipeline is current, 1 when a job failed. The whole plan is
+    printed before anything long runs: only `configs` first (the runs' composed configs, which the plan reads)."""
     s = settings(args)
     found = stale()
-    upstream = upstream_of_training(found)
-    if upstream and not s["dry_run"]:
-        dvc("repro", *upstream)
+    if "configs" in found["stale"]:
+        dvc("repro", "configs")
         found = stale()
-    p = plan(found)
-    p.upstream = upstream
+    p = plan(expected(found))
     print(describe(p, s), flush=True)
     if s["dry_run"]:
         return 0
+    if p.upstream:
+        dvc("repro", *p.upstream)
+        jobs = {j.name for j in p.jobs}
+        p = plan(stale())
+        if {j.name for j in p.jobs} != jobs:  # a data stage rerun to the same outputs: fewer runs are stale
+            print("the plan, once the data stages ran:\n" + describe(p, s), flush=True)
+    write_records(p)
     left = {name: set(jobs) for name, jobs in p.stages.items()}
 
-    def finished(job: Job) -> None:
+    def commit_when_done(job: Job) -> None:
         for name, waiting in left.items():
             if job.name in waiting:
                 waiting.discard(job.name)
                 if not waiting:
-                    dvc("commit", "-f", "-q", name)
+                    dvc("commit", "-f", name, show=False)
 
-    failures = run_jobs(p.jobs, engine(s), Path.cwd(), on_done=finished)
+    runner = run_slurm_jobs if s["cluster"] == "slurm" else run_jobs
+    failures = runner(p.jobs, engine(s), Path.cwd(), on_done=commit_when_done)
     for stage in [n for n, jobs in left.items() if not jobs and not p.stages[n]]:
-        dvc("commit", "-f", "-q", stage)  # a stage with no cells: nothing to run, its empty output recorded
+        dvc("commit", "-f", stage, show=False)  # a stage with no job: its output recorded as it is
     if failures:
         print(f"{len(failures)} job(s) did not finish; rerun this command to submit what is still stale:",
               file=sys.stderr)
@@ -232,11 +332,18 @@ def run(args: list[str]) -> int:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("submitit").propagate = False  # it has its own handlers: once is enough
+    stop_on_signals()
+    signal.signal(signal.SIGHUP, signal.getsignal(signal.SIGTERM))  # its terminal closed: as SIGTERM
     try:
         sys.exit(run(sys.argv[1:]))
     except UserError as err:
         print(f"Error: {err}", file=sys.stderr)
         sys.exit(2)
+    except Interrupted as stop:
+        print(f"Error: grid stopped by {signal.Signals(stop.signum).name}: its SLURM jobs go on in the queue (rerun "
+              "the same command to follow them and commit what finished); local jobs stopped, their checkpoints "
+              "kept (rerun to resume)", file=sys.stderr)
+        sys.exit(128 + stop.signum)
 
 
 if __name__ == "__main__":

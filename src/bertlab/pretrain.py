@@ -29,38 +29,34 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from bertlab import runs, stage
+from bertlab import owner, runs, stage, untrained
 from bertlab.errors import UserError
-from bertlab.files import atomic_dir, require, write_json
-from bertlab.study import NOT_RUN, pretrain_name
+from bertlab.files import require
+from bertlab.study import pretrain_name
 from bertlab.tracking import one_run_per_job
 
 
 @stage.main(named_runs=True, run_name=lambda cfg: pretrain_name(cfg.name, cfg.seed),
             reads=("pretrain_data.seed", "name", "impl", "logger"))
 def run(cfg: DictConfig) -> bool:
-    """Train (or copy a twin's outputs); True when this very run was finished already, or the profile leaves it out
-    (a "not run" record, with why), and nothing was done. The training is `bertlab.training.pretraining`'s, imported
-    only by a run that trains: one that does not starts without Lightning."""
-    if cfg.not_run:
-        reason = f"not run at {cfg.profile_name}: {cfg.not_run}"
-        with atomic_dir(runs.pretrain_dir(cfg.out_dir, cfg.name, cfg.seed)) as out:
-            write_json(out / "metrics.json", {"name": pretrain_name(cfg.name, cfg.seed), "encoder": cfg.name,
-                                              "seed": cfg.seed, "status": NOT_RUN, "reason": reason})
-        print(f"{pretrain_name(cfg.name, cfg.seed)}: {reason}")
-        return True
-    data_dir = Path(cfg.data_dir)
-    tokenizer_file = require(data_dir / "tokenizer" / "tokenizer.json", "tokenizer")
-    instances_dir = require(data_dir / "pretrain_data", "pretrain_data")
-    counts_file = require(instances_dir / "unigram_counts.npy", "pretrain_data")
-    fmt, p = cfg.objective.data, cfg.pretrain
-    short_steps = round(p.short_seq_fraction * p.max_steps)
-    short_dir = instances_dir / f"train_{fmt}_short"
-    if short_steps and not short_dir.exists():
-        raise UserError(f"pretrain.short_seq_fraction={p.short_seq_fraction}: {short_dir} does not exist (set "
-                              f"pretrain_data.short_seq_length and rerun the pretrain_data stage)")
-    key = runs.pretrain_key(cfg, [tokenizer_file, instances_dir / f"train_{fmt}", instances_dir / f"heldout_{fmt}",
-                                  counts_file, *([short_dir] if short_steps else [])])
+    """Train (or copy a twin's outputs) under the run's claim (`bertlab.owner`: one writer a run); True when this very
+    run was finished already, or the profile leaves it out (a "not run" record, with why), and nothing was done. The
+    training is `bertlab.training.pretraining`'s, imported only by a run that trains: one that does not starts
+    without Lightning."""
+    name = pretrain_name(cfg.name, cfg.seed)
+    with owner.claim(cfg.out_dir, "pretrain", name, stage.global_rank()):
+        if cfg.not_run:
+            print(f"{name}: {untrained.run_not_run(cfg)}")
+            return True
+        return pretrain(cfg)
+
+
+def pretrain(cfg: DictConfig) -> bool:
+    """Train run `cfg` unless it (or a twin) is finished; True when this very run was finished already."""
+    inputs = runs.pretrain_inputs(cfg)
+    key = runs.pretrain_key(cfg, inputs)
+    tokenizer_file, instances_dir = inputs[0], inputs[1].parent
+    short_steps = round(cfg.pretrain.short_seq_fraction * cfg.pretrain.max_steps)
     out = runs.pretrain_dir(cfg.out_dir, cfg.name, cfg.seed)
     fields = {"name": out.name, "encoder": cfg.name, "seed": cfg.seed}  # what a copied twin's record takes from this
     if cfg.impl.reuse_twins and (twin := runs.reuse(out, key, fields, stage.global_rank() == 0, depth=2)):

@@ -5,6 +5,7 @@ record (`metrics.json`) keeps the sha256 of each file it wrote (`files`): a run 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -16,7 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab.errors import UserError
-from bertlab.files import atomic_dir, read_json, write_json
+from bertlab.files import atomic_dir, read_json, require, write_json
 from bertlab.modeling.features import feature_signature
 from bertlab.settings import RESULT_KEYS
 from bertlab.study import pretrain_name
@@ -63,9 +64,33 @@ def run_key(settings: dict[str, Any], inputs: Iterable[Path]) -> str:
         for path in sorted(top.rglob("*")) if top.is_dir() else [top]:
             if path.is_file():
                 h.update(f"{path.name}\0".encode())
-                with path.open("rb") as f:
-                    h.update(hashlib.file_digest(f, "sha256").digest())
+                stat = path.stat()
+                h.update(input_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns))
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)
+def input_digest(path: str, size: int, mtime_ns: int) -> bytes:
+    """sha256 of an input file, once a process for its size and time of change (the runs of one process, a stage's
+    multirun or the grid's plan, share their inputs)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").digest()
+
+
+def pretrain_inputs(cfg: DictConfig) -> list[Path]:
+    """The input files of pretraining run `cfg`: the tokenizer, its objective's instances (and the short ones, where
+    it trains on them first), the held-out set and the unigram counts; a UserError naming a stage not run yet."""
+    data = Path(cfg.data_dir)
+    tokenizer = require(data / "tokenizer" / "tokenizer.json", "tokenizer")
+    instances = require(data / "pretrain_data", "pretrain_data")
+    fmt, p = cfg.objective.data, cfg.pretrain
+    short = instances / f"train_{fmt}_short"
+    if round(p.short_seq_fraction * p.max_steps) and not short.exists():
+        raise UserError(f"pretrain.short_seq_fraction={p.short_seq_fraction}: {short} does not exist (set "
+                        f"pretrain_data.short_seq_length and rerun the pretrain_data stage)")
+    return [tokenizer, instances / f"train_{fmt}", instances / f"heldout_{fmt}",
+            require(instances / "unigram_counts.npy", "pretrain_data"),
+            *([short] if round(p.short_seq_fraction * p.max_steps) else [])]
 
 
 def pretrain_key(cfg: DictConfig, inputs: Iterable[Path]) -> str:

@@ -79,7 +79,7 @@ def test_a_run_killed_on_one_process_resumes_on_two(prepared: Path, tmp_path: Pa
     last = checkpoint(prepared, "moved")
     done = pretrain_patched(prepared, tmp_path, "name=moved", *DDP, code_hash=PINNED)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"resuming from {last}" in done.stdout + done.stderr
+    assert f"(its checkpoint: {last})" in done.stdout + done.stderr
     whole = pretrain(prepared, "moved_whole", *RUN, "impl.reuse_twins=false")
     moved = json.loads((pretrain_dir(prepared, "moved", 1) / "metrics.json").read_text())
     assert moved["steps"] == whole["steps"] == 12 and moved["global_batch"] == 8

@@ -7,19 +7,24 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-from bertlab.jobs import Engine, Job, run_jobs
+from bertlab.jobs import Engine, Job
 from bertlab.runs import pretrain_dir
-from tests import slurm
+from bertlab.slurm_jobs import run_slurm_jobs
+from tests.slurm import one_node as cluster  # noqa: F401 (a fixture)
 from tests.helpers import TINY, copy_project, readme_section
 
 DECLARATION = "conf/ablations/default.yaml"
@@ -90,12 +95,12 @@ def check_like_sequential(repo: Path, sequential: Path, output: str, shared_data
     plan = output.index("grid plan on")
     assert plan < output.index("submitted ")
     shown = output[plan:output.index("submitted ")]
-    # a job a pretraining run: one trains; scratch's trains nothing, seed 2's are left out, and the twin copies bert-1
+    # a job a pretraining run that trains or copies a twin; seed 2's runs and cells are left out: records, no job
     assert re.search(r"\n  1 pretraining job\(s\) of [^:]*: pretrain@bert/bert-1\n", shown), shown
-    assert re.search(r"\n  5 pretraining job\(s\) of [^:]*copying a twin after it: pretrain@bert/bert-2, "
-                     r"pretrain@scratch/scratch-1, pretrain@scratch/scratch-2, pretrain@L12_H768_A12/L12_H768_A12-1 "
-                     r"after pretrain@bert/bert-1, pretrain@L12_H768_A12/L12_H768_A12-2\n", shown), shown
-    assert re.search(r"\n  6 fine-tuning cell job\(s\) of [^:]*: bert 2, scratch 2, L12_H768_A12 2\n", shown), shown
+    assert re.search(r"\n  2 pretraining job\(s\) of [^:]*copying a twin after it: pretrain@scratch/scratch-1, "
+                     r"pretrain@L12_H768_A12/L12_H768_A12-1 after pretrain@bert/bert-1\n", shown), shown
+    assert re.search(r"\n  3 fine-tuning cell job\(s\) of [^:]*: bert 1, scratch 1, L12_H768_A12 1\n", shown), shown
+    assert '\n  6 run(s) left out by the profile: their "not run" records written here, no job\n' in shown, shown
     twin = json.loads((repo / "data/pretrain/L12_H768_A12/L12_H768_A12-1/metrics.json").read_text())
     assert twin["trained_as"] == "bert-1"  # a twin's job waits for the other's, and copies it
     left_out = json.loads((repo / "data/pretrain/bert/bert-2/metrics.json").read_text())
@@ -135,14 +140,6 @@ def test_a_bad_setting_is_named_in_one_line(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "bertlab.grid", "workers=0"], cwd=tmp_path, capture_output=True,
                           text=True)
     assert (done.returncode, done.stderr) == (2, "Error: grid: workers=0: expected an integer >= 1\n")
-
-
-@pytest.fixture(scope="module")
-def cluster() -> None:
-    with slurm.cluster() as reason:
-        if reason is not None:
-            pytest.skip(f"no one-node SLURM here: {reason}")
-        yield
 
 
 @pytest.mark.slow
@@ -189,14 +186,111 @@ def test_a_requeued_pretraining_job_resumes_to_the_uninterrupted_weights(cluster
     checkpoints = out / "checkpoints" / "pretrain"
     watcher = threading.Thread(target=lambda: requeue_once(job.name, checkpoints, requeued), daemon=True)
     watcher.start()
-    failures = run_jobs([job], Engine("slurm", tmp_path / "submitit", slurm={"time": 30,
+    failures = run_slurm_jobs([job], Engine("slurm", tmp_path / "submitit", slurm={"time": 30,
                                                                             "additional_parameters": {"requeue": True}}),
                         tmp_path)
     watcher.join(timeout=60)
     text = log_file.read_text()
     assert failures == [] and requeued, text[-3000:]
-    assert "resuming from" in text, text[-3000:]
+    assert re.search(r"resuming requeued-1 from step [1-9]\d* \(its checkpoint: ", text), text[-3000:]
     weights = [torch.load(pretrain_dir(d, "requeued", 1) / "model.pt", weights_only=True)
                for d in (out, tmp_path / "whole")]
     assert weights[0].keys() == weights[1].keys()
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def started(repo: Path, *args: str, shared_data: Path) -> subprocess.Popen:
+    """`python -m bertlab.grid <args>` in `repo`, running."""
+    return subprocess.Popen([sys.executable, "-m", "bertlab.grid", *args], cwd=repo, env=env_of(repo, shared_data),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for(found: Callable[[], bool], what: str, timeout: float = 900) -> None:
+    deadline = time.monotonic() + timeout
+    while not found():
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.2)
+
+
+def like_sequential(repo: Path, sequential: Path, shared_data: Path) -> None:
+    ran, want = results(repo), results(sequential)
+    assert sorted(ran) == sorted(want) and [k for k in want if ran[k] != want[k]] == []
+    assert json.loads(run(["dvc", "status", "--json"], repo, shared_data)) == {}
+
+
+def test_a_grid_stopped_mid_run_resumes_to_the_sequential_outputs_and_reruns_one_lost_cell_alone(
+        sequential: Path, tmp_path: Path, shared_data: Path) -> None:
+    """SIGTERM while pretraining: one line, its local jobs stopped; the rerun finishes to `dvc repro`'s outputs. A
+    cell's output lost: the rerun submits that cell alone (the other runs are finished with their keys)."""
+    repo = smoke_slice(tmp_path)
+    grid = started(repo, "workers=1", shared_data=shared_data)
+    wait_for(lambda: (repo / "data/checkpoints/pretrain/bert-1.owner").exists(), "pretraining")
+    grid.send_signal(signal.SIGTERM)
+    output = grid.communicate(timeout=300)[0]
+    assert grid.returncode == 128 + signal.SIGTERM, output[-3000:]
+    assert output.splitlines()[-1].startswith("Error: grid stopped by SIGTERM: ")
+    run([sys.executable, "-m", "bertlab.grid", "workers=1"], repo, shared_data)
+    like_sequential(repo, sequential, shared_data)
+    shutil.rmtree(repo / "data/finetune/scratch/mrpc-scratch-finetune-1-1")
+    again = run([sys.executable, "-m", "bertlab.grid", "workers=1"], repo, shared_data)
+    assert "\n  1 fine-tuning cell job(s) of 1 process, 0 GPU(s): scratch 1\n" in again, again
+    assert again.count("submitted ") == 1
+    like_sequential(repo, sequential, shared_data)
+
+
+def test_dvc_repro_of_a_cell_another_process_writes_is_refused_in_one_line_and_deletes_nothing(
+        sequential: Path, tmp_path: Path, shared_data: Path) -> None:
+    cell = "mrpc-bert-finetune-1-1"
+    code = ("import sys, time; from pathlib import Path; from bertlab import owner\n"
+            "with owner.claim('data', 'finetune', sys.argv[1], 0):\n    print('held', flush=True); time.sleep(600)")
+    holder = subprocess.Popen([sys.executable, "-c", code, cell], cwd=sequential, stdout=subprocess.PIPE, text=True,
+                              env=env_of(sequential, shared_data))
+    assert holder.stdout.readline().strip() == "held"
+    before = results(sequential)
+    try:
+        done = subprocess.run([sys.executable, "-m", "dvc", "repro", "-s", "-f", "finetune@bert"], cwd=sequential,
+                              env=env_of(sequential, shared_data), capture_output=True, text=True, timeout=600)
+    finally:
+        holder.kill()
+        holder.wait()
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error: ")]
+    assert done.returncode != 0 and len(said) == 1, done.stdout + done.stderr
+    assert re.fullmatch(rf"error: {cell} is being written by process {holder.pid} on {socket.gethostname()} \(its "
+                        rf"claim: \S*data/checkpoints/finetune/{cell}\.owner\): wait for it to end, or stop it; "
+                        "this run was not started", said[0]), said
+    assert results(sequential) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_a_slurm_grid_killed_leaves_its_jobs_and_its_rerun_adopts_them(cluster: None, sequential: Path,
+                                                                      tmp_path: Path, shared_data: Path,
+                                                                      stop: signal.Signals) -> None:
+    repo = smoke_slice(tmp_path)
+    queue = repo / "data/grid/submitit/queue.json"
+    grid = started(repo, "cluster=slurm", "time=30", shared_data=shared_data)
+    wait_for(lambda: queue.exists() and len(json.loads(queue.read_text())) >= 6, "submitted jobs")
+    grid.send_signal(stop)
+    grid.communicate(timeout=120)
+    submitted = json.loads(queue.read_text())
+    output = run([sys.executable, "-m", "bertlab.grid", "cluster=slurm", "time=30"], repo, shared_data)
+    adopted = re.findall(r"adopted (\S+) \(job (\S+),", output)
+    assert adopted and all(submitted[name] == job_id for name, job_id in adopted)
+    assert "submitted " not in output  # every job was in the queue still, or finished
+    like_sequential(repo, sequential, shared_data)
+
+
+@pytest.mark.slow
+def test_a_slurm_cell_cancelled_is_named_and_its_rerun_submits_it_alone(cluster: None, sequential: Path,
+                                                                         tmp_path: Path, shared_data: Path) -> None:
+    repo = smoke_slice(tmp_path)
+    queue = repo / "data/grid/submitit/queue.json"
+    cell = "finetune@scratch/mrpc-scratch-finetune-1-1"
+    grid = started(repo, "cluster=slurm", "time=30", shared_data=shared_data)
+    wait_for(lambda: queue.exists() and cell in json.loads(queue.read_text()), "the cell's job")
+    subprocess.run(["scancel", json.loads(queue.read_text())[cell]], check=True)
+    output = grid.communicate(timeout=1800)[0]
+    assert grid.returncode == 1 and f"  {cell}: it left SLURM's queue without a result" in output, output[-3000:]
+    again = run([sys.executable, "-m", "bertlab.grid", "cluster=slurm", "time=30"], repo, shared_data)
+    assert "\n  1 fine-tuning cell job(s) of 1 task: scratch 1\n" in again and "0 pretraining job(s)" in again, again
+    like_sequential(repo, sequential, shared_data)

@@ -135,7 +135,7 @@ def test_sigkill_then_rerun_equals_the_uninterrupted_run(prepared: Path, whole: 
     assert state["global_step"] == 4
     done = pretrain_patched(prepared, tmp_path, "name=killed")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"resuming from {last}" in done.stdout + done.stderr
+    assert f"resuming killed-1 from step 4 (its checkpoint: {last})" in done.stdout + done.stderr
     resumed = metrics(prepared, "killed")
     print(f"held-out ppl: uninterrupted {whole['heldout_ppl']!r}, killed + resumed {resumed['heldout_ppl']!r}, "
           f"relative difference {abs(resumed['heldout_ppl'] / whole['heldout_ppl'] - 1):.3g}")
@@ -249,7 +249,7 @@ def kill_then_resume(data: Path, tmp: Path, name: str, *resume_args: str) -> tup
     key = RunRecord.key_of(torch.load(last, map_location="cpu", weights_only=False))
     done = pretrain_patched(data, tmp, f"name={name}", *resume_args, code_hash=PINNED)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"resuming from {last}" in done.stdout + done.stderr
+    assert f"(its checkpoint: {last})" in done.stdout + done.stderr
     return key, done
 
 
@@ -452,7 +452,7 @@ def test_a_dvc_stop_leaves_no_orphan_and_the_rerun_equals_the_uninterrupted_run(
     assert not (prepared / "pretrain/orphan").exists()
     done = pretrain_patched(prepared, tmp_path, "name=orphan")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "resuming from" in done.stdout + done.stderr
+    assert "resuming orphan-1 from step " in done.stdout + done.stderr
     assert metrics(prepared, "orphan")["heldout_ppl"] == pytest.approx(whole["heldout_ppl"], rel=1e-6)
     assert curve(prepared, "orphan") == curve(prepared, "whole")
 

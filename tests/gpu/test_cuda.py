@@ -94,7 +94,7 @@ def test_pretraining_on_the_gpu_killed_uncompiled_resumes_compiled(prepared: Pat
     last = checkpoint(prepared, "gpu_resumed")
     done = pretrain_patched(prepared, tmp_path, "name=gpu_resumed", *GPU, code_hash=PINNED)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"resuming from {last}" in done.stdout + done.stderr
+    assert f"(its checkpoint: {last})" in done.stdout + done.stderr
     a, b = (json.loads((prepared / "pretrain" / n / "metrics.json").read_text()) for n in ("gpu_whole", "gpu_resumed"))
     assert a["steps"] == b["steps"] == 12 and math.isfinite(a["heldout_ppl"])
     assert abs(b["heldout_ppl"] / a["heldout_ppl"] - 1) < 0.02

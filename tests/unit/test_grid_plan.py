@@ -1,6 +1,6 @@
 """`bertlab.grid`'s plan from the configs `configs` composed: a job per pretraining run of a stale `pretrain@<encoder>`
-(twins of one settings and seed trained once, a run left out or of 0 steps a light job), a job per cell of a stale
-`finetune@<encoder>`, each waiting for the pretraining run it reads."""
+(twins of one settings and seed trained once, a run of 0 steps a light job, a run left out no job but its record), a
+job per cell of a stale `finetune@<encoder>`, each waiting for the pretraining run it reads."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def compose_run(encoder: str, seed: int, *, steps: int = 20, layers: int = 2, no
     path = Path(f"data/configs/pretrain/{encoder}/run/{encoder}-{seed}.yaml")
     path.parent.mkdir(parents=True, exist_ok=True)
     cfg = {"model": {"num_layers": layers}, "objective": {"name": "mlm_nsp"}, "pretrain": {"max_steps": steps},
-           "pretrain_data": {"seed": 0}, "name": encoder, "seed": seed, "not_run": not_run}
+           "pretrain_data": {"seed": 0}, "name": encoder, "seed": seed, "not_run": not_run, "out_dir": "data"}
     path.write_text("# @package _global_\n" + yaml.safe_dump(cfg))
 
 
@@ -37,7 +37,8 @@ def compose_cell(encoder: str, pretrain_seed: int, seed: int = 1) -> str:
     for sub in ("cell", "keys"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
         (folder / sub / f"{name}.yaml").write_text(yaml.safe_dump(
-            {"finetune": {"encoder": encoder, "pretrain_seed": pretrain_seed}, "seed": seed}))
+            {"finetune": {"encoder": encoder, "pretrain_seed": pretrain_seed}, "seed": seed, "name": name,
+             "out_dir": "data"}))
     return name
 
 
@@ -69,13 +70,13 @@ def test_a_job_a_pretraining_run_and_each_cell_after_the_run_it_reads(composed: 
     assert jobs == {
         "pretrain@bert/bert-1": ("pretrain", ()),
         "pretrain@bert/bert-2": ("pretrain", ()),  # another seed: another training, not a twin
-        "pretrain@bert/bert-3": ("cell", ()),  # left out: its "not run" record
         "pretrain@twin/twin-1": ("cell", ("pretrain@bert/bert-1",)),  # bert-1's settings and seed: a copy, after it
-        "pretrain@twin/twin-2": ("cell", ()),  # left out, beside a trained bert-2: no copy of it
         "pretrain@scratch/scratch-1": ("cell", ()),  # 0 steps
-        "pretrain@scratch/scratch-2": ("cell", ()),
-        **{f"finetune@{e}/mrpc-{e}-finetune-{s}-1": ("cell", (f"pretrain@{e}/{e}-{s}",))
-           for e, seeds in (("bert", 3), ("twin", 2), ("scratch", 2)) for s in range(1, seeds + 1)}}
+        **{f"finetune@{e}/mrpc-{e}-finetune-{s}-1": ("cell", (f"pretrain@{e}/{e}-{s}",) if s <= runs else ())
+           for e, seeds, runs in (("bert", 3, 2), ("twin", 2, 1), ("scratch", 2, 1)) for s in range(1, seeds + 1)}}
+    # the runs left out: no job, their "not run" records written by the grid itself
+    assert [(stage, c.as_posix()) for stage, c in p.records] == [
+        ("pretrain", f"data/configs/pretrain/{e}/run/{e}-{s}.yaml") for e, s in (("bert", 3), ("twin", 2), ("scratch", 2))]
     run = next(j for j in p.jobs if j.name == "pretrain@bert/bert-2")
     assert run.argv == (sys.executable, "-m", "bertlab.pretrain", "-cd", "data/configs/pretrain/bert/run", "-cn",
                         "bert-2")
@@ -83,15 +84,15 @@ def test_a_job_a_pretraining_run_and_each_cell_after_the_run_it_reads(composed: 
     cell = next(j for j in p.jobs if j.name.startswith("finetune@twin/"))
     assert cell.argv == (sys.executable, "-m", "bertlab.finetune", "-cd", "data/configs/finetune/twin/cell", "-cn",
                          "mrpc-twin-finetune-1-1")
-    assert p.stages["pretrain@bert"] == ["pretrain@bert/bert-1", "pretrain@bert/bert-2", "pretrain@bert/bert-3"]
+    assert p.stages["pretrain@bert"] == ["pretrain@bert/bert-1", "pretrain@bert/bert-2"]
     assert p.stages["finetune@scratch"] == ["finetune@scratch/mrpc-scratch-finetune-1-1",
                                             "finetune@scratch/mrpc-scratch-finetune-2-1"]
     assert describe(p, settings(["workers=2"])).splitlines()[2:] == [
         "  2 pretraining job(s) of 1 process, 0 GPU(s): pretrain@bert/bert-1, pretrain@bert/bert-2",
-        "  5 pretraining job(s) of 1 process, 0 GPU(s), training nothing (left out by the profile, or 0 steps) or "
-        "copying a twin after it: pretrain@bert/bert-3, pretrain@twin/twin-1 after pretrain@bert/bert-1, "
-        "pretrain@twin/twin-2, pretrain@scratch/scratch-1, pretrain@scratch/scratch-2",
+        "  2 pretraining job(s) of 1 process, 0 GPU(s), training nothing (0 steps) or copying a twin after it: "
+        "pretrain@twin/twin-1 after pretrain@bert/bert-1, pretrain@scratch/scratch-1",
         "  7 fine-tuning cell job(s) of 1 process, 0 GPU(s): bert 3, twin 2, scratch 2",
+        '  3 run(s) left out by the profile: their "not run" records written here, no job',
         "  then: dvc commit -f each of the 6 stage(s) as its jobs finish, and dvc repro"]
 
 
@@ -99,9 +100,9 @@ def test_cells_on_a_stale_encoder_wait_for_its_runs_and_cells_on_a_current_one_f
     p = plan(found({"pretrain@bert", "finetune@twin"}, ["bert", "twin", "scratch"]))
     jobs = {j.name: (j.kind, j.after) for j in p.jobs}
     assert jobs == {"pretrain@bert/bert-1": ("pretrain", ()), "pretrain@bert/bert-2": ("pretrain", ()),
-                    "pretrain@bert/bert-3": ("cell", ()),
                     **{f"finetune@bert/mrpc-bert-finetune-{s}-1": ("cell", (f"pretrain@bert/bert-{s}",))
-                       for s in (1, 2, 3)},  # current, but its encoder's runs are not: they rerun after them
+                       for s in (1, 2)},  # current, but its encoder's runs are not: they rerun after them
+                    "finetune@bert/mrpc-bert-finetune-3-1": ("cell", ()),  # on a run left out (no job to wait for)
                     **{f"finetune@twin/mrpc-twin-finetune-{s}-1": ("cell", ()) for s in (1, 2)}}
     assert set(p.stages) == {"pretrain@bert", "finetune@bert", "finetune@twin"}
 

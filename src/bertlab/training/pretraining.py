@@ -64,6 +64,7 @@ def resume_from(ckpt_dir: Path, key: str, max_steps: int,
             step = checkpoint.get("global_step", 0)
             if RunRecord.key_of(checkpoint) == key and step < max_steps:
                 check_shapes(last, checkpoint, shapes or {})
+                log.info("resuming %s from step %d (its checkpoint: %s)", ckpt_dir.name.rsplit("-", 1)[0], step, last)
                 return last
             why = "other settings, code or inputs" if RunRecord.key_of(checkpoint) != key else "a finished run"
             log.info("not resuming from %s (%s): training from scratch", last, why)
@@ -172,8 +173,6 @@ def train(cfg: DictConfig, key: str, tokenizer_file: Path, instances_dir: Path, 
     ckpt_dir = out_root / "checkpoints" / "pretrain" / f"{run_dir.name}-{key[:12]}"
     shapes = {name: tuple(t.shape) for name, t in module.state_dict().items()}
     resume = resume_from(ckpt_dir, key, p.max_steps, shapes) if p.max_steps > 0 else None
-    if resume:
-        log.info("resuming from %s", resume)
     loggers = make_loggers(LogSettings.of(cfg), "pretrain", ckpt_dir)
     record = RunRecord(key, loggers[0])
     # matmul FLOPs per non-padding token of a batch of that length: the labelled fraction scored (LTR: every token)
