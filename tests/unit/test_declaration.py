@@ -19,6 +19,7 @@ from bertlab.errors import UserError
 from bertlab.kinds.base import Scored
 from bertlab.report import stats
 from bertlab.report.multiboot import multi_bootstrap
+from bertlab.report.tinterval import run_part
 from bertlab.stage import CONF_DIR, follow_params
 from tests.unit.test_multiboot import study as runs_study
 
@@ -141,14 +142,15 @@ def test_a_profile_sets_its_own_pretraining_seeds() -> None:
 
 def test_runs_paired_on_the_seeds_both_sides_ran_the_rest_drawn_apart() -> None:
     """A with 5 pretraining runs, B with the first 3 of A's seeds, run effects mostly the seed's: pairing the 3
-    shared runs narrows the interval against drawing all runs apart; all runs shared is the paired bootstrap."""
-    widths = {"apart": [], "shared": []}
-    for i in range(4):
+    shared runs takes the shared seeds' variance out of the t interval's run part (on the shared runs' 2 degrees of
+    freedom) against drawing all runs apart; all runs shared is the paired bootstrap."""
+    parts = {"apart": [], "shared": []}
+    for i in range(8):
         a, b = runs_study(np.random.default_rng(i), (0.7, 0.7), runs=5, shared=0.9, sd_run=0.04)
         for key, shared in (("apart", 0), ("shared", 3)):
-            c = multi_bootstrap(a, b[:3], "classification", "accuracy", paired=False, shared=shared, draws=2000)
-            widths[key].append(c.high - c.low)
-    assert np.mean(widths["shared"]) < 0.8 * np.mean(widths["apart"])
+            c = multi_bootstrap(a, b[:3], "classification", "accuracy", paired=False, shared=shared, draws=500)
+            parts[key].append(run_part(np.array(c.scores_a), np.array(c.scores_b), False, shared)[0])
+    assert np.mean(parts["shared"]) < 0.5 * np.mean(parts["apart"])
     paired = multi_bootstrap(a, b, "classification", "accuracy", paired=True, draws=500, seed=3)
     shared = multi_bootstrap(a, b, "classification", "accuracy", paired=False, shared=5, draws=500, seed=3)
     assert (paired.low, paired.high) == (shared.low, shared.high)

@@ -146,7 +146,7 @@ def multi_bootstrap(
     item_var = _item_var(*run_scores, paired)
     item_mc = _batch_sd([_item_var(a_rows, b_rows, paired) for a_rows, b_rows in
                          zip(*(np.array_split(side, ITEM_VAR_BATCHES) for side in run_scores))])
-    part, part_df = run_part(*scores, paired)
+    part, part_df = run_part(*scores, paired, shared)
     if np.isfinite(part):
         low, high, se, df = t_interval(estimate, item_var, part, part_df, n, level)
         p_value = t_p_value(estimate, item_var, part, part_df, n)

@@ -21,14 +21,20 @@ DF_BOUND = 0.8  # the run part's upper confidence bound that Satterthwaite's df 
 Values = np.ndarray | float
 
 
-def run_part(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float]:
+def run_part(a: np.ndarray, b: np.ndarray, paired: bool, shared: int = 0) -> tuple[float, float]:
     """The run scores' variance of A - B's mean over runs and its degrees of freedom: the paired margins' variance / R
-    on R - 1; unpaired, each side's variance over its runs / its runs, summed, on Welch-Satterthwaite's; NaNs where a
+    on R - 1; where the first `shared` (>= 2) runs of each side share their seeds, each side's variance / its runs
+    less twice the shared runs' covariance's share (s cov / (R_A R_B)), on s - 1 (the paired one where all are
+    shared); unpaired, each side's variance over its runs / its runs, summed, on Welch-Satterthwaite's; NaNs where a
     side has one run."""
-    if paired:
+    if paired or shared == len(a) == len(b):
         return (float(np.var(a - b, ddof=1) / len(a)), float(len(a) - 1)) if len(a) > 1 else (math.nan, math.nan)
     if min(len(a), len(b)) < 2:
         return math.nan, math.nan
+    if shared >= 2:
+        cov = float(np.cov(a[:shared], b[:shared], ddof=1)[0, 1])
+        part = np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b) - 2 * shared * cov / (len(a) * len(b))
+        return max(float(part), 0.0), float(shared - 1)
     parts = np.array([np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)])
     dfs = np.array([len(a) - 1, len(b) - 1])
     spread = float(np.sum(parts**2 / dfs))
