@@ -30,6 +30,7 @@ from bertlab.data.sources import hub_error, load_split, mirror_files, split_key
 from bertlab.errors import SourceError, UnreadableFile, UserError
 from bertlab.files import atomic_dir, write_json
 from bertlab.kinds import KINDS
+from bertlab.local import resolve
 from bertlab.stage import main
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ def deviations_for(keys: list[str], known: DictConfig) -> dict[str, str]:
 @main()
 def run(cfg: DictConfig) -> None:
     out = Path(cfg.data_dir) / "download"
-    mirror = cfg.mirror
+    mirror = str(resolve(cfg.mirror)) if cfg.mirror else None  # a relative one: from the project's root
     datasets.disable_progress_bars()  # two bars a split saved in well under a second: a log's longest part
     log.info("reading %s", f"the mirror {mirror}" if mirror else "the Hugging Face hub")
     with atomic_dir(out) as tmp:
@@ -195,7 +196,7 @@ def run(cfg: DictConfig) -> None:
         write_json(
             tmp / "manifest.json",
             {
-                "source": mirror or "hub",
+                "source": cfg.mirror or "hub",  # as set (`../shared/data`): the same bytes in any clone
                 "corpus": {"documents": len(corpus), "sources": [dict(s) for s in cfg.corpus.sources]},
                 "tasks": tasks,
                 "deviations": deviations_for(used, cfg.download.mirror_deviations) if mirror else {},

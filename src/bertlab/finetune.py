@@ -71,6 +71,18 @@ def encoder_dir(cfg: DictConfig) -> Path:
     return own if own.exists() else pretrain_dir(cfg.data_dir, ft.encoder, ft.pretrain_seed)
 
 
+def missing_encoder(cfg: DictConfig) -> str:
+    """The one line for an encoder not pretrained yet: every folder looked in, and how to pretrain it (by hand; in
+    the pipeline only for an encoder of the study, which has a stage `pretrain@<encoder>`)."""
+    ft = cfg.finetune
+    folders = dict.fromkeys(str(pretrain_dir(root, ft.encoder, ft.pretrain_seed)) for root in (cfg.out_dir, cfg.data_dir))
+    how = f"`python -m bertlab.pretrain name={ft.encoder} seed={ft.pretrain_seed}` (and its model=..., objective=...)"
+    if ft.encoder in (OmegaConf.select(cfg, "ablations.encoders") or {}):
+        how += f", or in the pipeline `dvc repro pretrain@{ft.encoder}`"
+    return (f"encoder {ft.encoder!r} at pretraining seed {ft.pretrain_seed}: no pretrained model in "
+            f"{' nor in '.join(folders)}; pretrain it first: {how}")
+
+
 def cell_dir(cfg: DictConfig) -> Path:
     """The cell's folder, `<out_dir>/finetune/<encoder>/<name>`: a pipeline encoder's cells are its stage's output."""
     return Path(cfg.out_dir) / "finetune" / cfg.finetune.encoder / cfg.name
@@ -92,9 +104,7 @@ def finetune(cfg: DictConfig) -> Result:
         return Result(untrained(out_dir, record, "no data", reason))
     ft, encoder = cfg.finetune, encoder_dir(cfg)
     if not (encoder / CONFIG).exists():
-        raise UserError(f"encoder {ft.encoder!r} at pretraining seed {ft.pretrain_seed}: no pretrained model in "
-                        f"{encoder} (pretrain it: `python -m bertlab.pretrain name={ft.encoder} "
-                        f"seed={ft.pretrain_seed}`, or in the pipeline `dvc repro pretrain@{ft.encoder}`)")
+        raise UserError(missing_encoder(cfg))
     key = cell_key(cfg, encoder, (PLAIN_WEIGHTS, CONFIG))
     fields = {k: record[k] for k in ("name", "encoder", "features")}  # what a copied twin's record takes from this
     rank = stage.global_rank()

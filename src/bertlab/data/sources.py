@@ -11,8 +11,7 @@ import datasets
 import pyarrow.parquet as pq
 
 from bertlab.errors import SourceError, UnreadableFile
-
-MIRROR_ENV = "BERTLAB_DATA_MIRROR"
+from bertlab.local import MIRROR_ENV
 
 
 def split_key(hub_id: str, config: str, split: str) -> str:
