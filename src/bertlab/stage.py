@@ -63,8 +63,8 @@ def main(*, named_runs: bool = False, run_name: Callable[[DictConfig], str] = la
                 stop_on_signals()
                 settings.check(cfg)
                 settings.check_appended(*composed_overrides(), Path(CONF_DIR))
-                while _notices:
-                    print(_notices.pop(0), file=sys.stderr)
+                while _notices:  # on stdout: stderr is the errors' (a refused run's, one line)
+                    print(_notices.pop(0))
                 if threads := OmegaConf.select(cfg, "impl.threads"):
                     import torch  # only then: the data stages need no torch
 
