@@ -127,7 +127,7 @@ def test_dvcs_views(smoked: tuple[Path, str], shared_data: Path) -> None:
     assert "Data and pipelines are up to date." in ok(sh(status, repo, shared_data))
     graph = ok(sh(dag, repo, shared_data))
     names = ok(sh("dvc stage list --name-only", repo, shared_data)).split()
-    assert len(names) == len(stages_run(smoked[1])) and all(f"| {name} |" in graph for name in names)
+    assert len(names) == len(stages_run(smoked[1])) and all(f'["{name}"]' in graph for name in names)
 
 
 def test_wandb_sync_takes_the_pipelines_runs_and_the_hand_runs(smoked: tuple[Path, str], shared_data: Path,
