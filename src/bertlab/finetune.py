@@ -75,7 +75,8 @@ def missing_encoder(cfg: DictConfig) -> str:
     """The one line for an encoder not pretrained yet: every folder looked in, and how to pretrain it (by hand; in
     the pipeline only for an encoder of the study, which has a stage `pretrain@<encoder>`)."""
     ft = cfg.finetune
-    folders = dict.fromkeys(str(pretrain_dir(root, ft.encoder, ft.pretrain_seed)) for root in (cfg.out_dir, cfg.data_dir))
+    roots = (cfg.out_dir, cfg.data_dir)  # a run by hand's, then the pipeline's (one where they are the same)
+    folders = dict.fromkeys(str(pretrain_dir(root, ft.encoder, ft.pretrain_seed)) for root in roots)
     how = f"`python -m bertlab.pretrain name={ft.encoder} seed={ft.pretrain_seed}` (and its model=..., objective=...)"
     if ft.encoder in (OmegaConf.select(cfg, "ablations.encoders") or {}):
         how += f", or in the pipeline `dvc repro pretrain@{ft.encoder}`"
