@@ -22,12 +22,13 @@ from tests.helpers import REPO, copy_env, copy_project, readme_block, readme_sec
 pytestmark = pytest.mark.slow
 
 
-def sh(line: str, repo: Path, shared_data: Path, **env: str | None) -> subprocess.CompletedProcess:
+def sh(line: str, repo: Path, shared_data: Path, timeout: float = 1800, **env: str | None
+       ) -> subprocess.CompletedProcess:
     """A README line run by bash in `repo` as a user runs it: no data mirror set but the line's own; `env` on top
     (None: unset)."""
     environ = copy_env(repo, shared_data) | {"BERTLAB_DATA_MIRROR": None} | env
     return subprocess.run(["bash", "-c", line], cwd=repo, env={k: v for k, v in environ.items() if v is not None},
-                          capture_output=True, text=True, timeout=1800)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def ok(done: subprocess.CompletedProcess) -> str:
@@ -73,7 +74,7 @@ def smoked(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> tuple
     assert readme_block("Quick start", 0)[0].startswith(install)  # "install the same way"
     ok(sh(install.split(" && ", 3)[3], repo, shared_data))  # the mirror, set once (the install itself: .ci/run's)
     TRIED["before"] = committed_state(repo)
-    output = ok(sh(try_it, repo, shared_data))
+    output = ok(sh(try_it, repo, shared_data, timeout=3600))  # ~7 min alone; a copy, on a shared machine more
     TRIED["after"] = committed_state(repo)
     ok(sh(apply, repo, shared_data))
     return repo, output
