@@ -59,9 +59,7 @@ TINY = ["profile=smoke", "out_dir=${data_dir}", "model=tiny", "model.num_layers=
 
 def stage(name: str, data_dir: Path, *overrides: str, mirror: Path | None = None,
           timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "BERTLAB_DATA_MIRROR": str(mirror or "")}
-    if mirror is None:
-        env.pop("BERTLAB_DATA_MIRROR")
+    env = {**os.environ, "BERTLAB_DATA_MIRROR": str(mirror or "")}  # "": none, whatever local.yaml says
     flags = [o for o in overrides if o.startswith("-")]
     overrides = tuple(o for o in overrides if not o.startswith("-"))
     return subprocess.run([sys.executable, "-m", f"bertlab.{name}", *flags, f"data_dir={data_dir}", *TINY, *overrides],

@@ -16,7 +16,6 @@ of training.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -29,11 +28,12 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from bertlab import kinds, layers, settings, study
+from bertlab import kinds, layers, setting_files, settings, study
 from bertlab.collisions import Models
-from bertlab.data.sources import MIRROR_ENV
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir
+from bertlab.hydra_errors import one_line
+from bertlab.local import mirror_setting
 from bertlab.runs import values_at
 from bertlab.stage import CONF_DIR
 
@@ -65,11 +65,11 @@ class Run:
 
 
 def corpus_preset(name: str) -> str:
-    """params.yaml's `corpus`; `auto` follows where the data come from: `mirror` when `BERTLAB_DATA_MIRROR` is set,
-    else `online`."""
+    """params.yaml's `corpus`; `auto` follows where the data come from: `mirror` when a data mirror is set
+    (`bertlab.local`: `BERTLAB_DATA_MIRROR`, else `local.yaml`), else `online`."""
     if name != "auto":
         return name
-    return "mirror" if os.environ.get(MIRROR_ENV) else "online"
+    return "mirror" if mirror_setting()[0] else "online"
 
 
 def base_overrides(params: dict[str, Any]) -> list[str]:
@@ -211,7 +211,7 @@ def _compose(what: str, overrides: list[str]) -> DictConfig:
     try:
         return compose(config_name="config", overrides=overrides)
     except HydraException as err:
-        raise UserError(f"{what} ({' '.join(overrides)}): {str(err).splitlines()[0]}") from err
+        raise UserError(f"{what} ({' '.join(overrides)}): {one_line(err, conf_dir(), overrides)}") from err
 
 
 def read_params(path: Path) -> dict[str, Any]:
@@ -238,15 +238,32 @@ def read_params(path: Path) -> dict[str, Any]:
     return params
 
 
+def composed_corpus(out: Path) -> str | None:
+    """The corpus preset the configs under `out` were last composed at (None: none were)."""
+    try:
+        return yaml.safe_load((out / "tokenizer" / "tokenizer.yaml").read_text(encoding="utf-8"))["corpus"]["name"]
+    except (OSError, yaml.YAMLError, TypeError, KeyError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     params_file = Path(argv[0] if argv else "params.yaml")
+    out = Path("data") / "configs"
+    edited = [f for f in (params_file, Path("conf") / DECLARATION) if f.is_file()]  # what `dvc exp run -S` sets
+    before = composed_corpus(out)
     try:
         params = read_params(params_file)
-        n = write_all(params, Path("data") / "configs")
+        n = write_all(params, out)
     except (UserError, KeyError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        back = setting_files.restore(edited, out)
+        print(f"error: {err}" + (f" ({', '.join(back)}: put back as last composed)" if back else ""), file=sys.stderr)
         sys.exit(2)
+    setting_files.keep(edited, out)
+    if before not in (None, after := corpus_preset(params["corpus"])):
+        mirror, where = mirror_setting()
+        print(f"corpus: {before} -> {after} (params.yaml's corpus: {params['corpus']}; data mirror: "
+              f"{mirror or 'none'}, {where})")
     print(f"composed {n} run configs from conf/ and {params_file}")
 
 

@@ -4,6 +4,8 @@ Writes `data/download/corpus` (one `text` column, one row per document), `data/d
 (a DatasetDict per task; for a task whose data could not be had, a `NO_DATA` file saying why) and
 `data/download/manifest.json` (row counts, sources, known deviations, and
 the tasks whose data could not be had, which the tables then mark "no data").
+Each saved dataset's fingerprint (its `state.json`) is one of its contents (`settled`), not the one `datasets`
+derives from the paths it read: the bytes are the same wherever the clone and the mirror sit.
 The arrow copies `datasets` makes of a mirror's files (and of the streamed corpus) live in the stage's scratch
 directory and are removed with it: the Hugging Face cache gains nothing from a mirror, and from the hub only its
 downloads (one copy of each file, reused by the next run).
@@ -11,6 +13,7 @@ downloads (one copy of each file, reused by the next run).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 from collections.abc import Callable
@@ -27,6 +30,7 @@ from bertlab.data.sources import hub_error, load_split, mirror_files, split_key
 from bertlab.errors import SourceError, UnreadableFile, UserError
 from bertlab.files import atomic_dir, write_json
 from bertlab.kinds import KINDS
+from bertlab.local import resolve
 from bertlab.stage import main
 
 log = logging.getLogger(__name__)
@@ -138,6 +142,19 @@ def _task_columns(task: DictConfig) -> dict[str, tuple[Callable[[pa.DataType], b
     return {**{c: (kind.text_type, text) for c in task.text_columns}, task.label_column: (kind.label_type, label)}
 
 
+def settled(ds: datasets.Dataset, batch_size: int = 10_000) -> datasets.Dataset:
+    """`ds` with a fingerprint of its contents (its rows, as Arrow's stream format writes them) in place of the one
+    `datasets` derives from the paths of the files it read, which `save_to_disk` writes into `state.json`."""
+    h = hashlib.blake2b(digest_size=8)
+    for batch in ds.with_format("arrow").iter(batch_size):
+        batch = batch.replace_schema_metadata(None)  # `datasets`' own, a fingerprint among it
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_table(batch)
+        h.update(sink.getvalue())
+    return ds.flatten_indices(new_fingerprint=h.hexdigest())  # save_to_disk's own flattening: a random fingerprint
+
+
 def deviations_for(keys: list[str], known: DictConfig) -> dict[str, str]:
     """The known mirror deviations that apply to the given `hub_id/config/split` keys."""
     return {k: known[k] for k in keys if k in known}
@@ -146,7 +163,7 @@ def deviations_for(keys: list[str], known: DictConfig) -> dict[str, str]:
 @main()
 def run(cfg: DictConfig) -> None:
     out = Path(cfg.data_dir) / "download"
-    mirror = cfg.mirror
+    mirror = str(resolve(cfg.mirror)) if cfg.mirror else None  # a relative one: from the project's root
     datasets.disable_progress_bars()  # two bars a split saved in well under a second: a log's longest part
     log.info("reading %s", f"the mirror {mirror}" if mirror else "the Hugging Face hub")
     with atomic_dir(out) as tmp:
@@ -155,7 +172,7 @@ def run(cfg: DictConfig) -> None:
             raise UserError("the corpus sources (corpus.sources) hold no non-blank document: "
                             + ", ".join(split_key(s.hub_id, s.config, s.split) for s in cfg.corpus.sources))
         warn_long_lines(corpus)
-        corpus.save_to_disk(str(tmp / "corpus"))
+        settled(corpus).save_to_disk(str(tmp / "corpus"))
         (tmp / "corpus.parquet").unlink(missing_ok=True)
         used = [split_key(s.hub_id, s.config, s.split) for s in cfg.corpus.sources]
         tasks: dict[str, dict] = {}
@@ -171,7 +188,7 @@ def run(cfg: DictConfig) -> None:
                 (tmp / "tasks" / name / "NO_DATA").write_text(f"{err}\n")
                 continue
             check_task(name, task, dd, mirror)
-            dd.save_to_disk(str(tmp / "tasks" / name))
+            datasets.DatasetDict({s: settled(d) for s, d in dd.items()}).save_to_disk(str(tmp / "tasks" / name))
             tasks[name] = {"status": "ok", "rows": {s: len(d) for s, d in dd.items()}}
             used += [split_key(task.hub_id, task.config, s) for s in dd]
             log.info("task %s: %s", name, tasks[name]["rows"])
@@ -179,7 +196,7 @@ def run(cfg: DictConfig) -> None:
         write_json(
             tmp / "manifest.json",
             {
-                "source": mirror or "hub",
+                "source": cfg.mirror or "hub",  # as set (`../shared/data`): the same bytes in any clone
                 "corpus": {"documents": len(corpus), "sources": [dict(s) for s in cfg.corpus.sources]},
                 "tasks": tasks,
                 "deviations": deviations_for(used, cfg.download.mirror_deviations) if mirror else {},

@@ -127,3 +127,16 @@ def check_free_space(directory: Path, needed: int, what: str) -> None:
     if free < needed:
         raise UserError(f"{directory}: {free / 2**20:,.0f} MiB free on its device, {what} needs about "
                         f"{needed / 2**20:,.0f} MiB: free some space first")
+
+
+def lasting_dir(save_dir: str | Path, cwd: Path | None = None) -> Path:
+    """`save_dir`; in a queued or `--temp` DVC experiment, which runs in a copy of the repository under
+    `<repo>/.dvc/tmp/exps/` that DVC deletes when it ends, the same (relative) folder in the repository itself, so its
+    W&B runs outlast the copy."""
+    save_dir, parts = Path(save_dir), (cwd or Path.cwd()).resolve().parts
+    if save_dir.is_absolute():
+        return save_dir
+    for i in range(len(parts) - 2):
+        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i]) / save_dir
+    return save_dir

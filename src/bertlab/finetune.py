@@ -37,7 +37,7 @@ from bertlab.data.tasks import Task, missing_data
 from bertlab.errors import UserError
 from bertlab.files import read_json
 from bertlab.modeling.export import CONFIG, PLAIN_WEIGHTS
-from bertlab.runs import cell_key, reuse
+from bertlab.runs import cell_key, pretrain_dir, reuse
 from bertlab.tracking import one_run_per_job
 from bertlab.untrained import cell_dir, cell_not_run, encoder_dir, first_record, untrained
 
@@ -63,6 +63,19 @@ def task_of(cfg: DictConfig) -> Task:
         raise UserError(f"task: {err}") from err
 
 
+def missing_encoder(cfg: DictConfig) -> str:
+    """The one line for an encoder not pretrained yet: every folder looked in, and how to pretrain it (by hand; in
+    the pipeline only for an encoder of the study, which has a stage `pretrain@<encoder>`)."""
+    ft = cfg.finetune
+    roots = (cfg.out_dir, cfg.data_dir)  # a run by hand's, then the pipeline's (one where they are the same)
+    folders = dict.fromkeys(str(pretrain_dir(root, ft.encoder, ft.pretrain_seed)) for root in roots)
+    how = f"`python -m bertlab.pretrain name={ft.encoder} seed={ft.pretrain_seed}` (and its model=..., objective=...)"
+    if ft.encoder in (OmegaConf.select(cfg, "ablations.encoders") or {}):
+        how += f", or in the pipeline `dvc repro pretrain@{ft.encoder}`"
+    return (f"encoder {ft.encoder!r} at pretraining seed {ft.pretrain_seed}: no pretrained model in "
+            f"{' nor in '.join(folders)}; pretrain it first: {how}")
+
+
 def finetune(cfg: DictConfig) -> Result:
     """Run the stage on `cfg` (the composed Hydra config) under the cell's claim (`bertlab.owner`: one writer a
     cell); writes `cell_dir(cfg)` and returns its record."""
@@ -86,9 +99,7 @@ def cell_result(cfg: DictConfig) -> Result:
         return Result(untrained(out_dir, record, "no data", reason))
     ft, encoder = cfg.finetune, encoder_dir(cfg)
     if not (encoder / CONFIG).exists():
-        raise UserError(f"encoder {ft.encoder!r} at pretraining seed {ft.pretrain_seed}: no pretrained model in "
-                        f"{encoder} (pretrain it: `python -m bertlab.pretrain name={ft.encoder} "
-                        f"seed={ft.pretrain_seed}`, or in the pipeline `dvc repro pretrain@{ft.encoder}`)")
+        raise UserError(missing_encoder(cfg))
     key = cell_key(cfg, encoder, (PLAIN_WEIGHTS, CONFIG))
     fields = {k: record[k] for k in ("name", "encoder", "features")}  # what a copied twin's record takes from this
     rank = stage.global_rank()

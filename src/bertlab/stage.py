@@ -17,15 +17,18 @@ from pathlib import Path
 
 import hydra
 import yaml
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from bertlab import settings
 from bertlab.errors import Interrupted, UserError
 from bertlab.files import MIN_FREE_BYTES, check_free_space, check_writable, write_json
 from bertlab.guards import disk_full, stop_on_signals
+from bertlab.hydra_errors import one_line
 
 log = logging.getLogger(__name__)
 _timed: list[str] = []  # the runs whose time this process has recorded (a multirun's jobs: several)
+_notices: list[str] = []  # said once the command line composes (a bad one gets its one line alone)
 CONF_DIR = str(settings.CONF_DIR)
 StageFn = Callable[[DictConfig], bool | None]  # True: the run was finished already, nothing was done
 
@@ -60,6 +63,8 @@ def main(*, named_runs: bool = False, run_name: Callable[[DictConfig], str] = la
                 stop_on_signals()
                 settings.check(cfg)
                 settings.check_appended(*composed_overrides(), Path(CONF_DIR))
+                while _notices:  # on stdout: stderr is the errors' (a refused run's, one line)
+                    print(_notices.pop(0))
                 if threads := OmegaConf.select(cfg, "impl.threads"):
                     import torch  # only then: the data stages need no torch
 
@@ -104,7 +109,12 @@ def main(*, named_runs: bool = False, run_name: Callable[[DictConfig], str] = la
             quiet_notices()  # once a process, not once a job of a multirun
             # `${stage_keys:}` in conf/config.yaml's help template
             OmegaConf.register_new_resolver("stage_keys", lambda *, _root_: keys_help(keys, _root_), replace=True)
-            app()
+            os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's refusals reach us, for one line each
+            try:
+                app()
+            except HydraException as err:
+                print(f"error: {one_line(err, Path(CONF_DIR), sys.argv[1:])}", file=sys.stderr)
+                sys.exit(2)
 
         return start
 
@@ -167,7 +177,7 @@ def follow_params(argv: list[str], params: Path = Path("params.yaml")) -> list[s
         return argv
     if not isinstance(profile, str):
         return argv
-    print(f"profile={profile} (params.yaml's; name another on the command line to change it)", file=sys.stderr)
+    _notices.append(f"profile={profile} (params.yaml's; name another on the command line to change it)")
     # beside the command line's own overrides: Hydra's parser takes them as one run of arguments, before or after its
     # flags (`x=1 --cfg job`, `-m x=1`), so one appended after a flag's value would be an unrecognised argument
     at = next((i for i, a in enumerate(argv) if "=" in a and not a.startswith("-")

@@ -12,6 +12,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bertlab.files import lasting_dir
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -20,19 +22,6 @@ WANDB_INIT_TIMEOUT = 20  # seconds W&B may take to start an online run (its defa
 # included), off unless set: a refused online start's, queued in W&B's service, would reach that server at exit.
 ERROR_REPORTING = "WANDB_ERROR_REPORTING"
 fell_back: list[str] = []  # why this process's W&B could not log online: its later runs start offline, untried
-
-
-def lasting_dir(save_dir: str | Path, cwd: Path | None = None) -> Path:
-    """`save_dir`; in a queued or `--temp` DVC experiment, which runs in a copy of the repository under
-    `<repo>/.dvc/tmp/exps/` that DVC deletes when it ends, the same (relative) folder in the repository itself, so its
-    W&B runs outlast the copy."""
-    save_dir, parts = Path(save_dir), (cwd or Path.cwd()).resolve().parts
-    if save_dir.is_absolute():
-        return save_dir
-    for i in range(len(parts) - 2):
-        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
-            return Path(*parts[:i]) / save_dir
-    return save_dir
 
 
 def wandb_settings() -> Any:

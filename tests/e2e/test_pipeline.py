@@ -232,7 +232,7 @@ def test_the_readmes_experiment_commands_run_as_written(repo: Path, run: Run) ->
     sweep, finetune = readme_block("Experiments", 0)
     pipeline = pipeline_files(repo)
     done = run(["bash", "-c", sweep], repo)
-    assert "profile=smoke (params.yaml's" in done.stderr
+    assert "profile=smoke (params.yaml's" in done.stdout
     for name in ("sweep_L3_H768_A12", "sweep_L6_H768_A12"):
         assert json.loads((repo / f"data/hand/pretrain/{name}/{name}-1/metrics.json").read_text())["steps"] == 20
     run(["bash", "-c", finetune], repo)

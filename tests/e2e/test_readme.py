@@ -22,12 +22,13 @@ from tests.helpers import REPO, copy_env, copy_project, readme_block, readme_sec
 pytestmark = pytest.mark.slow
 
 
-def sh(line: str, repo: Path, shared_data: Path, **env: str | None) -> subprocess.CompletedProcess:
+def sh(line: str, repo: Path, shared_data: Path, timeout: float = 1800, **env: str | None
+       ) -> subprocess.CompletedProcess:
     """A README line run by bash in `repo` as a user runs it: no data mirror set but the line's own; `env` on top
     (None: unset)."""
     environ = copy_env(repo, shared_data) | {"BERTLAB_DATA_MIRROR": None} | env
     return subprocess.run(["bash", "-c", line], cwd=repo, env={k: v for k, v in environ.items() if v is not None},
-                          capture_output=True, text=True, timeout=1800)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def ok(done: subprocess.CompletedProcess) -> str:
@@ -51,10 +52,17 @@ def composed_at(repo: Path) -> set[str]:
     return {c["profile_name"] for c in configs if "profile_name" in c}
 
 
+def committed_state(repo: Path) -> dict[str, bytes]:
+    """What trying a profile must leave as committed: every file under `reports/`, `dvc.lock` and `params.yaml`."""
+    files = [*(p for p in (repo / "reports").rglob("*") if p.is_file()), repo / "dvc.lock", repo / "params.yaml"]
+    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted(files)}
+
+
 @pytest.fixture(scope="module")
 def smoked(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> tuple[Path, str]:
-    """A fresh copy of the project (committed, `params.yaml` as committed) after the README's try-it-first line,
-    and that line's output."""
+    """A fresh copy of the project (committed, `params.yaml` as committed) after the README's try-it-first line and
+    the line that applies its experiment, and the try-it-first line's output. The committed report and lock as
+    they were before it, and after it: `TRIED`."""
     root = tmp_path_factory.mktemp("readme")
     repo = copy_project(root / "bertlab")
     shutil.copy2(REPO / "params.yaml", repo / "params.yaml")  # the committed profile, not copy_project's smoke
@@ -62,9 +70,24 @@ def smoked(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> tuple
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "clone"], cwd=repo, check=True)
     assert profile(repo) == "cpu"
-    install, try_it = readme_block("Quick start", 1)
+    install, try_it, apply, _ = readme_block("Quick start", 1)
     assert readme_block("Quick start", 0)[0].startswith(install)  # "install the same way"
-    return repo, ok(sh(try_it, repo, shared_data))
+    ok(sh(install.split(" && ", 3)[3], repo, shared_data))  # the mirror, set once (the install itself: .ci/run's)
+    TRIED["before"] = committed_state(repo)
+    output = ok(sh(try_it, repo, shared_data, timeout=3600))  # ~7 min alone; a copy, on a shared machine more
+    TRIED["after"] = committed_state(repo)
+    ok(sh(apply, repo, shared_data))
+    return repo, output
+
+
+TRIED: dict[str, dict[str, bytes]] = {}
+
+
+def test_trying_smoke_leaves_the_committed_report_and_lock(smoked: tuple[Path, str]) -> None:
+    """The try-it-first line runs in a copy (`--temp`): `reports/`, `dvc.lock` and `params.yaml` byte-identical."""
+    repo, _ = smoked
+    assert len(TRIED["before"]) > 10 and TRIED["after"] == TRIED["before"]
+    assert committed_state(repo) != TRIED["before"]  # once applied, the smoke report is here (the tests below)
 
 
 def test_the_try_it_first_line_runs_the_whole_study_at_smoke(smoked: tuple[Path, str], shared_data: Path) -> None:
@@ -105,7 +128,7 @@ def test_dvcs_views(smoked: tuple[Path, str], shared_data: Path) -> None:
     assert "Data and pipelines are up to date." in ok(sh(status, repo, shared_data))
     graph = ok(sh(dag, repo, shared_data))
     names = ok(sh("dvc stage list --name-only", repo, shared_data)).split()
-    assert len(names) == len(stages_run(smoked[1])) and all(f"| {name} |" in graph for name in names)
+    assert len(names) == len(stages_run(smoked[1])) and all(f'["{name}"]' in graph for name in names)
 
 
 def test_wandb_sync_takes_the_pipelines_runs_and_the_hand_runs(smoked: tuple[Path, str], shared_data: Path,
@@ -187,3 +210,11 @@ def test_the_profile_switch_and_back(smoked: tuple[Path, str], shared_data: Path
     switch(to_cpu)
     assert (profile(repo), composed_at(repo)) == ("cpu", {"cpu"})
     assert "configs" not in stale(repo, shared_data)
+
+
+def test_the_undo_line_brings_back_the_committed_report(smoked: tuple[Path, str], shared_data: Path) -> None:
+    """Last: after the experiment was applied (and the profile switched), the try-it-first block's last line puts
+    back the committed report, lock and profile, byte for byte."""
+    repo, _ = smoked
+    ok(sh(readme_block("Quick start", 1)[3], repo, shared_data))
+    assert committed_state(repo) == TRIED["before"]

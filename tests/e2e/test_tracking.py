@@ -178,7 +178,7 @@ def run_records(path: Path) -> Iterator:
 
 
 def test_a_multirun_logs_a_wandb_run_per_job_grouped_by_its_sweep(finetune_data: Path, tmp_path: Path) -> None:
-    """Both jobs of a sweep logged into the first job's run (Lightning reused it); the second had none."""
+    """Each job of a sweep its own W&B run, grouped by the sweep; its config records the encoder it fine-tuned."""
     save_dir, sweep = tmp_path / "wandb", tmp_path / "sweep-lr"
     done = subprocess.run(
         [sys.executable, "-m", "bertlab.finetune", "-m", "profile=smoke", f"data_dir={finetune_data}",
@@ -188,12 +188,15 @@ def test_a_multirun_logs_a_wandb_run_per_job_grouped_by_its_sweep(finetune_data:
         capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "already in progress" not in done.stdout + done.stderr
-    runs = {}
+    runs, models = {}, []
     for folder in sorted(save_dir.glob("wandb/offline-run-*")):
         [file] = folder.glob("run-*.wandb")
         [run] = [r.run for r in run_records(file) if r.WhichOneof("record_type") == "run"]
         config = {item.key: json.loads(item.value_json) for item in run.config.update}
         runs[run.run_id] = (run.run_group, run.display_name, config["seed"])
+        models.append(config["model"])
+    encoder = finetune_data / "pretrain/tiny/tiny-1"  # the model each job ran, not the composed default's block
+    assert models == [{**json.loads((encoder / "config.json").read_text()), "pretrained": str(encoder)}] * 2
     assert len(runs) == 2 and all(folder.name.endswith(i) for folder, i in
                                   zip(sorted(save_dir.glob("wandb/offline-run-*")), runs, strict=True))
     assert sorted(runs.values()) == [("finetune-sweep-lr", "sweep_seed1", 1), ("finetune-sweep-lr", "sweep_seed2", 2)]

@@ -112,11 +112,17 @@ def test_regression_reports_pearson_and_spearman(finetune_data: Path) -> None:
 
 
 def test_an_unknown_encoder_is_a_one_line_user_error(finetune_data: Path) -> None:
-    """(Unknown choices, such as `finetune.mode=frozen`, stop at the door: tests/unit/test_settings.py.)"""
-    with pytest.raises(UserError, match="encoder 'nonexistent' at pretraining seed 1: no pretrained model in "
-                                        ".*pretrain/nonexistent/nonexistent-1 ") as err:
-        finetune(finetune_config(finetune_data, "name=bad", "task=sst2", "finetune.encoder=nonexistent"))
-    assert "\n" not in str(err.value)
+    """It names every folder looked in (a run by hand's, the pipeline's) and a stage to run only where one exists,
+    the study's encoders'. (Unknown choices, such as `finetune.mode=frozen`, stop at the door: test_settings.py.)"""
+    hand = ["out_dir=${data_dir}/hand"]
+    for encoder, stage in (("nonexistent", None), ("bert", "`dvc repro pretrain@bert`")):
+        with pytest.raises(UserError) as err:
+            finetune(finetune_config(finetune_data, "name=bad", "task=sst2", f"finetune.encoder={encoder}", *hand))
+        said = str(err.value)
+        assert said.startswith(f"encoder {encoder!r} at pretraining seed 1: no pretrained model in "
+                               f"{finetune_data}/hand/pretrain/{encoder}/{encoder}-1 nor in "
+                               f"{finetune_data}/pretrain/{encoder}/{encoder}-1; pretrain it first: ")
+        assert "\n" not in said and (stage in said if stage else "dvc repro" not in said)
 
 
 def test_tagging_scores_entities_on_word_level_tags(finetune_data: Path) -> None:

@@ -95,6 +95,7 @@ def test_table6_scores_span_ten_points_with_their_floor_and_intervals(tmp_path: 
     """Scores within a point of each other (as SST-2's 78.4-79.0 were) are drawn on an axis that also shows the
     floor, with each cell's 95% interval as its bar."""
     spec = {"tables": {"table6": {"rows": {"small-finetune": {}, "big-finetune": {}}, "tasks": ["sst2"], "ppl": True}},
+            "encoders": {"small": ["model=L3_H768_A12"], "big": ["model=L6_H768_A12"]},
             "columns": {"sst2": {"label": "SST-2"}}, "bootstrap": {"draws": 300}}
     results = type("R", (), {"pretrain": {
         f"{e}-1": {"encoder": e, "seed": 1, "parameters": {"non_embedding": n},
@@ -114,6 +115,34 @@ def test_table6_scores_span_ten_points_with_their_floor_and_intervals(tmp_path: 
     assert drawn == pytest.approx([78.5 - below[0], 78.5 + above[0], 79.0 - below[1], 79.0 + above[1]])
     assert all(b > 2.0 for b in below + above)
     assert [line.get_label() for line in dev.get_lines() if line.get_label().endswith("floor")] == ["SST-2 floor"]
+    # each point's shape as trained, the paper's beside; a labelled tick at each size and between 100 and 1000
+    assert [t.get_text() for t in fig.axes[0].texts] == ["1/64/4 (paper 3/768/12)", "2/64/4 (paper 6/768/12)"]
+    for ax in fig.axes:
+        assert [(t.get_position()[0], t.get_text()) for t in ax.get_xticklabels()] == [(1e5, "0.1M"), (1e6, "1M")]
+    ticks = fig.axes[0].get_yticks()
+    assert {100, 200, 250, 300, 500, 1000} <= {round(t) for t in ticks}
+
+
+def test_the_forest_plot_draws_what_the_report_counts_with_the_shapes_that_ran(tmp_path: Path, figures: list) -> None:
+    """A pair of an earlier pair's models (Table 7's strategies that read the same layers) is not drawn again, but
+    named in the foot; a side named by the paper's shape shows the shape that ran first; a long title wraps, whole;
+    the profile in the corner."""
+    repeat = pair("conll2003", "sum_all", "embeddings", UNRESOLVED, 1.4, same_as="the same model as sum_four")
+    long = "Every feature-based strategy on hidden layers beats the embeddings alone, " * 3
+    findings = [Finding("size_ppl", "table6", "Larger models reach lower perplexity",
+                        (pair(PPL, "12/768/12", "3/768/12", REPRODUCED, -25.0),)),
+                Finding("features", "table7", long, (pair("conll2003", "sum_four", "embeddings", UNRESOLVED, 1.4),
+                                                     repeat))]
+    rows = forest.plot_claims(tmp_path / "claims.png", findings, {"12/768/12": "4/192/12", "3/768/12": "1/192/12"},
+                              "profile smoke, commit abc")
+    assert rows == [["LM ppl: 4/192/12 (paper 12/768/12) − 1/192/12 (paper 3/768/12)"],
+                    ["conll2003: sum_four − embeddings"]]
+    (fig,) = figures
+    title = fig.axes[1].get_title(loc="left")
+    assert title.replace("\n", " ") == f"features (table7): {long}".rstrip() and title.count("\n") >= 2
+    assert max(map(len, title.splitlines())) <= forest.TITLE_CHARACTERS
+    assert "pairs of an earlier pair's models, features (1)." in fig.get_supxlabel().replace("\n", " ")
+    assert fig.texts[-1].get_text() == "profile smoke, commit abc"
 
 
 def test_table7_floor_marks_sit_above_the_axis(tmp_path: Path, figures: list) -> None:

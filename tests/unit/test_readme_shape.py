@@ -4,6 +4,7 @@ the one CI runs (the commands the README shows run in the e2e tests: test_readme
 from __future__ import annotations
 
 import re
+import subprocess
 
 from tests.helpers import REPO, readme_block
 
@@ -35,3 +36,10 @@ def test_its_test_command_is_the_one_ci_runs() -> None:
     steps = [s.replace("pip install -e", "pip install -q -e") for s in command.split(" && ")]
     found = [next(i for i, line in enumerate(ci) if line.startswith(step)) for step in steps]
     assert len(steps) == 4 and found == sorted(found)
+
+
+def test_the_dag_it_links_is_what_dvc_dag_draws() -> None:
+    """docs/dag.md, the README's readable view of the stages, is `dvc dag --md` at the committed study."""
+    done = subprocess.run(["dvc", "dag", "--md"], cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    assert (REPO / "docs/dag.md").read_text().split("```mermaid", 1)[1] == done.stdout.split("```mermaid", 1)[1]
+    assert "docs/dag.md" in readme_block("DVC's views", 0)[-1]

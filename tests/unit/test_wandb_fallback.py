@@ -14,6 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from bertlab import tracking
+from bertlab.files import lasting_dir
 from bertlab.stage import CONF_DIR
 from bertlab.training.run_settings import LogSettings
 from bertlab.training.trainer import make_loggers
@@ -97,9 +98,9 @@ def test_the_server_checked_is_wandb_base_url_and_any_answer_counts(monkeypatch:
 
 def test_a_dvc_experiments_wandb_runs_go_to_the_repository_not_its_temporary_copy(tmp_path: Path) -> None:
     copy = tmp_path / "repo/.dvc/tmp/exps/tmpab12/sub"
-    assert tracking.lasting_dir("data/wandb", copy) == tmp_path / "repo/data/wandb"
-    assert tracking.lasting_dir("data/wandb", tmp_path / "repo") == Path("data/wandb")
-    assert tracking.lasting_dir(tmp_path / "w", copy) == tmp_path / "w"
+    assert lasting_dir("data/wandb", copy) == tmp_path / "repo/data/wandb"
+    assert lasting_dir("data/wandb", tmp_path / "repo") == Path("data/wandb")
+    assert lasting_dir(tmp_path / "w", copy) == tmp_path / "w"
 
 
 def test_each_job_finishes_its_wandb_run_failed_where_it_raised(monkeypatch: pytest.MonkeyPatch) -> None:

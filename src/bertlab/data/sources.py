@@ -11,8 +11,7 @@ import datasets
 import pyarrow.parquet as pq
 
 from bertlab.errors import SourceError, UnreadableFile
-
-MIRROR_ENV = "BERTLAB_DATA_MIRROR"
+from bertlab.local import MIRROR_ENV
 
 
 def split_key(hub_id: str, config: str, split: str) -> str:
@@ -45,7 +44,8 @@ def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None =
     key = split_key(hub_id, config, split)
     if mirror is not None:
         if not Path(mirror).is_dir():
-            raise SourceError(f"data mirror {mirror} is not a directory (set {MIRROR_ENV} or mirror=... to a local copy)")
+            raise SourceError(f"data mirror {mirror} is not a directory (set a local copy: python -m bertlab.local "
+                              f"mirror=<folder>, or {MIRROR_ENV} or mirror=... for one command)")
         files = mirror_files(mirror, hub_id, config, split)
         if not files:
             raise SourceError(f"{key} is not in the mirror {mirror}; {_nearest(mirror_contents(mirror), hub_id, config)}")
@@ -71,7 +71,8 @@ def load_split(hub_id: str, config: str, split: str, mirror: str | Path | None =
 def hub_error(key: str, err: BaseException) -> SourceError:
     """The one-line error for split `key` that the hub could not give (loaded or streamed)."""
     return SourceError(f"cannot load {key} from the Hugging Face hub ({_first_line(err)}); "
-                       f"without network, set {MIRROR_ENV} (or mirror=...) to a local copy")
+                       "without network, set a local copy: python -m bertlab.local mirror=<folder> "
+                       f"(or {MIRROR_ENV})")
 
 
 def _first_line(err: BaseException) -> str:

@@ -6,6 +6,7 @@ one."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,38 @@ MIN_SPAN = 10.0  # points: the least a dev-score axis spans
 INTERVAL = "bars: 95% bootstrap interval"
 
 
-def _save(fig: Any, path: Path) -> None:
+def _save(fig: Any, path: Path, note: str = "") -> None:
+    """`fig` into `path`; `note` (which profile's report it is) in its lower right corner."""
     fig.tight_layout()
+    stamp(fig, note)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def stamp(fig: Any, note: str) -> None:
+    """`note` in small grey type in `fig`'s lower right corner: `dvc plots show` sets one profile's figures beside
+    another's (the scaling sweep's), which only this tells apart."""
+    if note:
+        fig.text(0.998, 0.002, note, ha="right", va="bottom", fontsize=7, color="grey")
+
+
+def trained_shapes(spec: dict[str, Any], results: Results) -> dict[str, str]:
+    """Each table row (`<encoder>-<mode>`) whose encoder ran: the shape it trained, `layers/hidden/heads`."""
+    shapes = {}
+    for table in spec["tables"]:
+        for name in rows(spec, table):
+            if run := encoder_record(results, encoder_of(name)):
+                s = run["shape"]
+                shapes[name] = f"{s['num_layers']}/{s['hidden_size']}/{s['num_heads']}"
+    return shapes
+
+
+def shape_label(label: str, trained: str | None) -> str:
+    """A row's label with the shape that ran first, where its label is the paper's shape (Table 6's) and the
+    profile shrank it: `4/192/4 (paper 12/768/12)`."""
+    if trained is None or trained == label or not re.fullmatch(r"\d+/\d+/\d+", label):
+        return label
+    return f"{trained} (paper {label})"
 
 
 def error_bars(cells: list[Cell], bootstrap: dict[str, Any]) -> list[list[float]]:
@@ -50,9 +79,11 @@ def score_limits(values: list[float]) -> tuple[float, float]:
     return low - 0.05 * (high - low), high + 0.05 * (high - low)
 
 
-def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list[Entry], table: str = "table6") -> bool:
+def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list[Entry], table: str = "table6",
+               note: str = "") -> bool:
     """Table 6 (`table`): held-out perplexity (with its unigram floor) and dev scores (with their floors) against
-    non-embedding parameters, each with its 95% interval; False if no pretraining run of its rows exists."""
+    non-embedding parameters (a tick at each size run), each with its 95% interval, each point labelled with the
+    shape it trained and the paper's; False if no pretraining run of its rows exists."""
     if table not in spec["tables"]:
         return False
     label = {t: c["label"] for t, c in spec["columns"].items()}
@@ -61,6 +92,7 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
         if e.table == table:
             cells.setdefault(e.key, {})[e.column] = e
     encoders = [encoder_of(name) for name in rows(spec, table)]
+    paper_shape = {encoder_of(name): row.get("shape", "") for name, row in rows(spec, table).items()}
     trained = {e: run for e in encoders if (run := encoder_record(results, e))}
     points = sorted(  # (non-embedding parameters, encoder, {column: cell})
         (trained[encoder]["parameters"]["non_embedding"], encoder, {col: e.cell for col, e in by_column.items()})
@@ -77,8 +109,8 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     for p, k, c in points:  # the shape trained (layers/hidden/heads): above its point, below where one is above it
         s, y = trained[k]["shape"], c[PPL].mean
         above = y >= max(c2[PPL].mean for p2, _, c2 in points if p2 == p)
-        ax_ppl.annotate(f"{s['num_layers']}/{s['hidden_size']}/{s['num_heads']}", (p, y), fontsize=7,
-                        xytext=(0, 6 if above else -6), textcoords="offset points", ha="center",
+        ax_ppl.annotate(shape_label(paper_shape[k], f"{s['num_layers']}/{s['hidden_size']}/{s['num_heads']}"), (p, y),
+                        fontsize=7, xytext=(0, 6 if above else -6), textcoords="offset points", ha="center",
                         va="bottom" if above else "top")
     floors = [c[PPL].floor_value for _, _, c in points]
     if any(f is not None for f in floors):
@@ -105,16 +137,20 @@ def plot_sizes(path: Path, spec: dict[str, Any], results: Results, entries: list
     if shown:  # a task measured
         ax_dev.set_ylim(*score_limits(shown))
         ax_dev.legend(fontsize=7)
-    for ax in (ax_ppl, ax_dev):  # a log axis over one decade labels its minor ticks, and they collide
+    sizes = sorted(set(xs))
+    for ax in (ax_ppl, ax_dev):  # a labelled tick at each size run (a log axis' own minor labels collide)
+        ax.margins(x=0.12)  # room for the first and last points' shape labels
         ax.xaxis.set_minor_formatter(NullFormatter())
-    ax_ppl.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 100, 200, 500, 1000: not one label only
+        ax.set_xticks(sizes, [f"{x / 1e6:.2g}M" for x in sizes])
+    ax_ppl.yaxis.set_major_locator(LogLocator(subs=(1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)))  # 250, 300, ...: readable
     ax_ppl.yaxis.set_major_formatter(ScalarFormatter())
     ax_ppl.yaxis.set_minor_formatter(NullFormatter())
-    _save(fig, path)
+    _save(fig, path, note)
     return True
 
 
-def plot_strategies(path: Path, entries: list[Entry], bootstrap: dict[str, Any], table: str = "table7") -> bool:
+def plot_strategies(path: Path, entries: list[Entry], bootstrap: dict[str, Any], table: str = "table7",
+                    note: str = "") -> bool:
     """Table 7 (`table`): paper vs ours (with its 95% interval) per strategy, with our floor marked above the axis
     (an all-"O" tagger's F1 is 0); False if we have no number."""
     bars = [e for e in entries if e.table == table]
@@ -133,7 +169,7 @@ def plot_strategies(path: Path, entries: list[Entry], bootstrap: dict[str, Any],
     ax.set_xticks(list(xs), [e.row for e in bars], rotation=25, ha="right", fontsize=8)
     ax.set(ylabel="dev F1", ylim=(-8, 118), title="Table 7: CoNLL-2003 NER by strategy")
     ax.legend(ncol=3, loc="upper center", fontsize=8)
-    _save(fig, path)
+    _save(fig, path, note)
     return True
 
 
@@ -144,7 +180,8 @@ def loss_label(run: dict[str, Any]) -> str:
     return "MLM + NSP loss" if run.get("nsp") else "MLM loss"
 
 
-def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]], runs: dict[str, dict[str, Any]]) -> bool:
+def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]], runs: dict[str, dict[str, Any]],
+                note: str = "") -> bool:
     """Pretraining loss against step, one panel per objective (their losses are not comparable), one line per run
     (colour and dash both vary, so six sizes can be told apart); `runs`: each run's metrics.json. False if no run
     logged a loss."""
@@ -161,12 +198,12 @@ def plot_curves(path: Path, curves: dict[str, list[tuple[int, float]]], runs: di
             ax.plot([s for s, _ in points], [v for _, v in points], styles[i % len(styles)], label=name)
         ax.set(xlabel="step", ylabel=f"train {loss_label(runs.get(names[0], {}))}", title=objective)
         ax.legend(fontsize=7)
-    _save(fig, path)
+    _save(fig, path, note)
     return True
 
 
 def plot_budgets(path: Path, title: str, ylabel: str, lines: dict[str, list[tuple[int, float, float, float]]],
-                 ratios: dict[str, list[tuple[int, float]]]) -> None:
+                 ratios: dict[str, list[tuple[int, float]]], note: str = "") -> None:
     """The scaling sweep's figure of one claim: A - B with its interval against pretraining tokens (log x), one line
     per fine-tuning budget (`lines`: label -> (tokens, estimate, low, high)), and the zero line; beside it the
     encoders' held-out perplexity over the unigram floor (`ratios`: encoder -> (tokens, ratio)). Points not measured
@@ -198,4 +235,4 @@ def plot_budgets(path: Path, title: str, ylabel: str, lines: dict[str, list[tupl
     for axis, empty in ((ax, not measured), (ax_ppl, not ratios)):
         if empty:
             axis.text(0.5, 0.5, "not measured", transform=axis.transAxes, ha="center", va="center", color="grey")
-    _save(fig, path)
+    _save(fig, path, note)

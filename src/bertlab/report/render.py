@@ -22,7 +22,7 @@ from bertlab.report.ledger import ledger_section
 from bertlab.report.markdown import render_markdown
 from bertlab.report.multiboot import MultiContrast
 from bertlab.report.pairs import Finding, Pair
-from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies
+from bertlab.report.plots import plot_curves, plot_sizes, plot_strategies, trained_shapes
 from bertlab.report.stats import BEYOND, CONTRADICTED, NOT_MEASURED, REPRODUCED, SIZE_OUT, UNRESOLVED
 from bertlab.report.tables import table_names
 
@@ -202,10 +202,11 @@ def write(out: Path, spec: dict[str, Any], results: Results, profile: str, commi
     the run's deviations from the paper's recipe, one line each."""
     entries, findings = analyse(spec, results)
     (out / "figures").mkdir()
-    plots = {"claims": lambda p: bool(plot_claims(p, findings)),  # the verdicts' picture, first
-             "table6": lambda p: plot_sizes(p, spec, results, entries),
-             "table7": lambda p: plot_strategies(p, entries, spec.get("bootstrap", {})),
-             "pretrain_loss": lambda p: plot_curves(p, results.curves, results.pretrain)}
+    note = f"profile {profile}, commit {commit}"  # which report a figure is of, beside another's in dvc plots show
+    plots = {"claims": lambda p: bool(plot_claims(p, findings, trained_shapes(spec, results), note)),  # first
+             "table6": lambda p: plot_sizes(p, spec, results, entries, note=note),
+             "table7": lambda p: plot_strategies(p, entries, spec.get("bootstrap", {}), note=note),
+             "pretrain_loss": lambda p: plot_curves(p, results.curves, results.pretrain, note)}
     figures = [p for name, plot in plots.items() if plot(p := out / "figures" / f"{name}.png")]
     (out / "pretrain_loss").mkdir()
     by_objective: dict[str, list[list[Any]]] = {}

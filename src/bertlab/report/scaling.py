@@ -189,7 +189,7 @@ def plot_rows(mine: list[Row]) -> list[list[Any]]:
             for r in mine if r.tokens and r.contrast.verdict != stats.NOT_MEASURED]
 
 
-def figure(path: Path, claim: dict[str, Any], mine: list[Row], own: list[dict[str, Any]]) -> None:
+def figure(path: Path, claim: dict[str, Any], mine: list[Row], own: list[dict[str, Any]], note: str = "") -> None:
     """A claim's A - B with its interval against pretraining tokens, one line per fine-tuning budget, and each
     pretrained side's held-out perplexity over the unigram floor beside it."""
     pretrained = [r for r in mine if r.tokens]
@@ -197,7 +197,8 @@ def figure(path: Path, claim: dict[str, Any], mine: list[Row], own: list[dict[st
                                  for r in pretrained if r.budget == b] for b in own}
     ratios = {side[0]: sorted({(r.tokens, r.ratios[i]) for r in pretrained if r.ratios[i] is not None})
               for i, side in enumerate((claim["a"], claim["b"]))}
-    plot_budgets(path, claim["text"], f"A − B ({mine[0].metric})", lines, {k: v for k, v in ratios.items() if v})
+    plot_budgets(path, claim["text"], f"A − B ({mine[0].metric})", lines, {k: v for k, v in ratios.items() if v},
+                 note)
 
 
 def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str, commit: str,
@@ -212,7 +213,8 @@ def write(report_dir: Path, spec: dict[str, Any], found: list[Row], profile: str
         (staged / "scaling.md").write_text(markdown(spec, found, profile, commit, runs) + "\n")
         for claim in spec["claims"]:
             mine = [r for r in found if r.claim["id"] == claim["id"]]
-            figure(staged / f"{claim['id']}.png", claim, mine, budgets(spec, claim["task"]))
+            figure(staged / f"{claim['id']}.png", claim, mine, budgets(spec, claim["task"]),
+                   f"the scaling sweep, profile {profile}, commit {commit}")
             write_csv(staged / f"{claim['id']}.csv", PLOT_FIELDS, plot_rows(mine))
         per_claim = [f"{c['id']}{ext}" for c in spec["claims"] for ext in (".csv", ".png")]
         for name in ("scaling.csv", "scaling.md", *per_claim):

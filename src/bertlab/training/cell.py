@@ -81,7 +81,7 @@ def train_and_score(cfg: DictConfig, task: Task, encoder_dir: Path, record: dict
     steps_per_epoch = max(1, math.ceil(len(data.train_rows) / batch))
     # finetune.batch_size is the global batch: each process loads its share (Lightning's distributed sampler)
     trainer, data.batch_size = make_trainer(
-        recipe.devices, make_loggers(recipe.logs, "finetune", work_dir), work_dir, ("finetune.batch_size", batch),
+        recipe.devices, make_loggers(recipe.logs.with_encoder(encoder_dir), "finetune", work_dir), work_dir, ("finetune.batch_size", batch),
         max_epochs=recipe.epochs, gradient_clip_val=recipe.grad_clip, log_every_n_steps=min(10, steps_per_epoch))
     data.pin_memory = on_cuda(trainer)
     train, evals = data.train_dataloader(), data.val_dataloader()

@@ -3,7 +3,9 @@ the composed config (`bertlab.training.trainer` reads these, never the config)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -37,6 +39,14 @@ class LogSettings:
     tags: tuple[str, ...] = ()  # the ablation tables that use the run
     offline: bool = True
     config: dict[str, Any] | None = None  # the whole resolved config, as W&B records it
+
+    def with_encoder(self, encoder_dir: Path) -> LogSettings:
+        """These settings with the W&B config's `model` the pretrained encoder in `encoder_dir` (its config.json:
+        the model a fine-tuning cell ran) in place of the composed default, which the cell does not read."""
+        if self.config is None:
+            return self
+        model = json.loads((Path(encoder_dir) / "config.json").read_text(encoding="utf-8"))
+        return replace(self, config={**self.config, "model": {**model, "pretrained": str(encoder_dir)}})
 
     @classmethod
     def of(cls, cfg: DictConfig) -> LogSettings:

@@ -19,7 +19,8 @@ import torch
 from omegaconf import DictConfig
 
 from bertlab.errors import UserError
-from bertlab.tracking import lasting_dir, start_wandb, sweep_group, wandb_settings
+from bertlab.files import lasting_dir
+from bertlab.tracking import start_wandb, sweep_group, wandb_settings
 from bertlab.training.run_settings import Devices, LogSettings
 
 log = logging.getLogger(__name__)
