@@ -1,7 +1,7 @@
 """One writer per run: a training run claims its name before it writes anything, and a second writer of the same run
 (a grid job, `dvc repro`, a run by hand) is refused in one line naming the first, its files untouched.
 
-A claim is an advisory lock (`flock`) on `<out_dir>/checkpoints/<stage>/<run>.owner`, beside the run's scratch folder
+A claim is an advisory lock (`flock`) on `<out_dir>/checkpoints/claims/<stage>/<run>.owner`, beside the scratch folders
 and outside every DVC output; the file names its owner (host, process, SLURM job). The kernel drops the lock when the
 owner's process ends, however it ends (on NFS, with the client's lease), so the claim of a run whose owner is gone
 (killed, its node lost) is taken over by the next writer: nothing to clean by hand.
@@ -21,7 +21,7 @@ from bertlab.errors import UserError
 
 def claim_path(out_dir: str | Path, stage: str, run: str) -> Path:
     """The file of the claim of run `run` of training stage `stage` writing under `out_dir`."""
-    return Path(out_dir) / "checkpoints" / stage / f"{run}.owner"
+    return Path(out_dir) / "checkpoints" / "claims" / stage / f"{run}.owner"
 
 
 def claim(out_dir: str | Path, stage: str, run: str, rank: int) -> AbstractContextManager[None]:

@@ -41,7 +41,7 @@ SETTINGS_CASES = [
     ("warmup-ratio-two", "finetune", ["finetune.warmup_ratio=2"], "finetune.warmup_ratio=2"),
     ("batch-size-text", "finetune", ["finetune.batch_size=abc"], "finetune.batch_size='abc'"),
     ("unknown-mode", "finetune", ["finetune.mode=frozen"], "finetune.mode='frozen'"),
-    ("unknown-encoder", "finetune", ["finetune.encoder=nosuch"], "/pretrain/nosuch/nosuch-1 ("),
+    ("unknown-encoder", "finetune", ["finetune.encoder=nosuch"], "/pretrain/nosuch/nosuch-1; pretrain it first"),
     ("threads-zero", "pretrain", ["impl.threads=0"], "impl.threads=0"),
     ("vocab-three", "tokenizer", ["tokenizer.vocab_size=3"], "tokenizer.vocab_size=3"),
     ("vocab-below-alphabet", "tokenizer", ["tokenizer.vocab_size=20"], "tokenizer.vocab_size=20"),
@@ -66,9 +66,11 @@ SETTINGS_CASES = [
 
 
 def snapshot(data: Path) -> dict[str, tuple[int, int]]:
-    """Every file under `data` (but Hydra's own run logs) with its size and modification time."""
+    """Every file under `data` (but Hydra's own run logs, and the claims a run holds while it runs, `bertlab.owner`:
+    locks naming their last owner, not outputs) with its size and modification time."""
     return {str(p.relative_to(data)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(data.rglob("*")) if p.is_file() and p.relative_to(data).parts[0] != "hydra"}
+            for p in sorted(data.rglob("*")) if p.is_file() and p.relative_to(data).parts[0] != "hydra"
+            and p.suffix != ".owner"}
 
 
 def run_in_process(name: str, data: Path, overrides: list[str], mirror: Path | None) -> tuple[int, str]:

@@ -41,6 +41,7 @@ def smoke_slice(dest: Path) -> Path:
     study["encoders"] = {k: study["encoders"][k] for k in ("bert", "scratch", "L12_H768_A12")}
     study["pretrain_seeds"] = [1, 2]
     study["seeds"] = [1]
+    study["cells"]["seeds"] = {"default": 1}  # none above the one seed declared (refused)
     for table, spec in study["tables"].items():
         rows = {"table5": ["bert-finetune", "scratch-finetune"], "table6": ["L12_H768_A12-finetune"]}.get(table, [])
         spec |= {"tasks": ["mrpc"] if rows else [], "rows": {row: spec["rows"][row] for row in rows}}
@@ -224,7 +225,7 @@ def test_a_grid_stopped_mid_run_resumes_to_the_sequential_outputs_and_reruns_one
     cell's output lost: the rerun submits that cell alone (the other runs are finished with their keys)."""
     repo = smoke_slice(tmp_path)
     grid = started(repo, "workers=1", shared_data=shared_data)
-    wait_for(lambda: (repo / "data/checkpoints/pretrain/bert-1.owner").exists(), "pretraining")
+    wait_for(lambda: (repo / "data/checkpoints/claims/pretrain/bert-1.owner").exists(), "pretraining")
     grid.send_signal(signal.SIGTERM)
     output = grid.communicate(timeout=300)[0]
     assert grid.returncode == 128 + signal.SIGTERM, output[-3000:]
@@ -256,7 +257,7 @@ def test_dvc_repro_of_a_cell_another_process_writes_is_refused_in_one_line_and_d
     said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error: ")]
     assert done.returncode != 0 and len(said) == 1, done.stdout + done.stderr
     assert re.fullmatch(rf"error: {cell} is being written by process {holder.pid} on {socket.gethostname()} \(its "
-                        rf"claim: \S*data/checkpoints/finetune/{cell}\.owner\): wait for it to end, or stop it; "
+                        rf"claim: \S*data/checkpoints/claims/finetune/{cell}\.owner\): wait for it to end, or stop it; "
                         "this run was not started", said[0]), said
     assert results(sequential) == before
 
