@@ -13,10 +13,18 @@ KEPT = "composed_from"  # under data/configs: the files as composed, by their pa
 EXPERIMENT_ENV = "DVC_EXP_NAME"  # set by `dvc exp run` for the stages of an experiment
 
 
+def _kept(path: Path, configs: Path) -> Path | None:
+    """Where `path`'s copy is kept: by its path in the project (the working directory); None for a file outside it
+    (a params file named on the command line, which no experiment edits)."""
+    inside = Path(os.path.relpath(path.resolve(), Path.cwd().resolve()))
+    return None if inside.parts[:1] == ("..",) else configs / KEPT / inside
+
+
 def keep(files: list[Path], configs: Path) -> None:
-    """Copy each of `files` (relative to the project) under `configs/KEPT/`."""
+    """Copy each of `files` that is in the project under `configs/KEPT/`."""
     for path in files:
-        target = configs / KEPT / path
+        if (target := _kept(path, configs)) is None:
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
 
@@ -28,8 +36,8 @@ def restore(files: list[Path], configs: Path) -> list[str]:
         return []
     restored = []
     for path in files:
-        kept = configs / KEPT / path
-        if kept.is_file() and (not path.is_file() or path.read_bytes() != kept.read_bytes()):
+        kept = _kept(path, configs)
+        if kept is not None and kept.is_file() and (not path.is_file() or path.read_bytes() != kept.read_bytes()):
             shutil.copyfile(kept, path)
             restored.append(str(path))
     return restored

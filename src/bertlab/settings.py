@@ -165,10 +165,12 @@ def check_presets() -> None:
                             f"{'/'.join(map(str, shape))} its name says")
 
 
-def check(cfg: DictConfig) -> None:
-    """Raise a one-line UserError for the first bad setting of a composed run config."""
+def check(cfg: DictConfig, presets: bool = True) -> None:
+    """Raise a one-line UserError for the first bad setting of a composed run config (and of conf/model's presets,
+    unless `presets` is False: a caller checking many configs checks them once)."""
     check_name(OmegaConf.select(cfg, "name"))
-    check_presets()
+    if presets:
+        check_presets()
     for key, rule in SETTINGS.items():
         if not _has(cfg, key):  # a stage's config may lack a group
             continue
