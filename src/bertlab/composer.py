@@ -61,11 +61,12 @@ class Composer:
         (`key=value`, not a mapping), the cached config itself, those values set and put back on leaving (no copy:
         most of a run's time); else the caller's own copy."""
         split = self._split(overrides)
-        if split is None or not all(_sets_one_value(split[0], o) for o in split[1]):
+        nodes = [_node(split[0], o.key_or_group) for o in split[1]] if split else []
+        if split is None or not all(_sets_one_value(o, n) for o, n in zip(split[1], nodes, strict=True)):
             yield self(overrides)
             return
         cfg, values = split
-        before = [(o.key_or_group, _node(cfg, o.key_or_group)._value()) for o in values]  # raw: "${..}" stays one
+        before = [(o.key_or_group, n._value()) for o, n in zip(values, nodes, strict=True)]  # raw: "${..}" stays one
         try:
             ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
             yield cfg
@@ -84,9 +85,8 @@ def _node(cfg: DictConfig, key: str) -> Node | None:
     return node
 
 
-def _sets_one_value(cfg: DictConfig, override: Override) -> bool:
-    """Whether `override` sets a single value already in `cfg` (`key=value`, no `+`, `~` or mapping)."""
+def _sets_one_value(override: Override, node: Node | None) -> bool:
+    """Whether `override` sets the single value `node` (its key's node: `key=value`, no `+`, `~` or mapping)."""
     plain = not (override.is_add() or override.is_force_add() or override.is_delete()) and override.package is None
     value = override.value()
-    return (plain and (value is None or isinstance(value, str | int | float | bool))
-            and isinstance(_node(cfg, override.key_or_group), ValueNode))
+    return plain and (value is None or isinstance(value, str | int | float | bool)) and isinstance(node, ValueNode)

@@ -204,7 +204,7 @@ def _compose_run(run: Run, composer: Composer, conf: Path, models: Models) -> tu
             kinds.check(cfg)
             settings.check_appended(run.overrides, composer, conf)
         except UserError as err:
-            raise UserError(f"{run.stage} run {run.name!r}: {err}") from err
+            raise UserError(f"{what}: {err}") from err
         models.add(run.stage, run.name, cfg, run.not_run is None)
         full = OmegaConf.to_container(cfg, resolve=True)
         full["not_run"] = run.not_run
