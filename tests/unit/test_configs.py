@@ -223,11 +223,11 @@ def test_profiles_shrink_the_paper_shapes_keeping_their_order() -> None:
     assert (paper.num_layers, paper.hidden_size, paper.num_heads) == (12, 768, 12)
 
 
-@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu", "paper"])
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "cpu_full", "gpu", "paper"])
 def test_every_profile_composes(profile: str) -> None:
     cfg = compose_with(f"profile={profile}")
     assert cfg.pretrain.max_steps > 0 and cfg.model.hidden_size % cfg.model.num_heads == 0
-    assert cfg.impl.accelerator == ("cpu" if profile in ("smoke", "cpu") else "auto")
+    assert cfg.impl.accelerator == ("cpu" if profile in ("smoke", "cpu", "cpu_full") else "auto")
 
 
 def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
@@ -282,8 +282,42 @@ def test_a_profile_gives_one_task_its_own_budget(tmp_path: Path) -> None:
     assert conll["finetune"]["lr"] == 1e-3
 
 
+def test_cpu_full_runs_what_cpu_leaves_out_and_every_cpu_run_with_its_key(tmp_path: Path) -> None:
+    """conf/profile/cpu_full.yaml: `cpu`'s recipe, task budgets and cells with its skips (MRPC, Table 6's width rows)
+    lifted; every run `cpu` trains composes to the same key but for the profile's name, so on top of a `cpu` run only
+    the runs `cpu` left out train."""
+    widths = ("L6_H768_A3", "L12_H1024_A16", "L24_H1024_A16")  # the encoders `cpu` skips
+    spec = SPEC | {"pretrain_seeds": [1, 2, 3], "seeds": [1],
+                   "encoders": {"bert": ["objective=mlm_nsp"], **{w: ["objective=mlm_nsp", f"model={w}", "study=size"]
+                                                                 for w in widths}},
+                   "tables": {"table5": {"tasks": ["sst2", "mrpc"], "rows": {"bert-finetune": {}}},
+                              "table6": {"tasks": ["sst2", "mrpc"], "rows": {f"{w}-finetune": {} for w in widths}}}}
+    keys = {}
+    for profile in ("cpu", "cpu_full"):
+        cells = OmegaConf.to_container(compose_with(f"profile={profile}").ablations.cells)  # what the profile runs
+        write_all({**PARAMS, "profile": profile}, tmp_path / profile, spec | {"cells": cells})
+        keys[profile] = {p.relative_to(tmp_path / profile): yaml.safe_load(p.read_text())
+                         for p in (tmp_path / profile).rglob("*.yaml") if p.parent.name == "keys"}
+        for key in keys[profile].values():
+            assert f"profile={profile}" in key["overrides"]
+            key["overrides"].remove(f"profile={profile}")
+    cpu, full = keys["cpu"], keys["cpu_full"]
+    assert cpu.keys() == full.keys() and len(cpu) > 20
+    trained = [k for k, key in cpu.items() if not key.get("not_run")]
+    skipped = [k for k, key in cpu.items() if str(key.get("not_run")).startswith(("mrpc:", *widths))]
+    assert trained and all(cpu[k] == full[k] for k in trained)
+    assert {str(k).split("/")[1] for k in skipped} == {"bert", *widths}
+    for k in skipped:
+        assert full[k].get("not_run") is None or full[k]["not_run"].startswith(("seed ", "pretraining seed "))
+        assert {**full[k], "not_run": None} == {**cpu[k], "not_run": None}
+    mrpc = [full[k] for k in skipped if str(k).endswith("-1-1.yaml") and "/mrpc-" in str(k)]
+    assert mrpc and all(key["finetune"]["max_train_examples"] == 800 for key in mrpc)  # cpu's MRPC budget
+    sst2 = [full[k] for k in skipped if "/sst2-" in str(k)]
+    assert len(sst2) == 9 and all(key["finetune"]["max_train_examples"] == 16000 for key in sst2)  # cpu's Table 6 budget
+
+
 @pytest.mark.parametrize("path", ["params.yaml", "conf/ablations/default.yaml",
-                                  *(f"conf/profile/{p}.yaml" for p in ("smoke", "cpu", "gpu", "paper"))])
+                                  *(f"conf/profile/{p}.yaml" for p in ("smoke", "cpu", "cpu_full", "gpu", "paper"))])
 def test_what_dvc_reads_or_sets_has_nothing_it_would_interpolate(path: str) -> None:
     """`dvc exp run -S` resolves `${...}` in the file it sets (DVC issue 11018) and stops on Hydra's interpolations;
     dvc.yaml reads the declaration as its vars."""
