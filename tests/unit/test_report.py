@@ -358,6 +358,9 @@ def test_deviations_name_each_setting_that_departs_from_the_paper() -> None:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         reference = compose("config", overrides=["profile=paper", "pretrain_data.reference=true"])
     assert not any(x.startswith("google's") for x in deviations(reference, recipe))
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        full = compose("config", overrides=["profile=cpu_full"])  # its task budgets extend cpu's files
+    assert deviations(full, recipe) == lines
 
 
 def test_the_summary_says_what_the_encoder_learned(built) -> None:

@@ -1,5 +1,5 @@
 """The run's departures from BERT's recipe: each setting of the profile, and of its per-task budgets
-(`conf/profile_task/<profile>_<task>.yaml`), that differs from `ablations.paper_recipe`."""
+(`conf/profile_task/<profile>_<task>.yaml`, with the files it extends), that differs from `ablations.paper_recipe`."""
 
 from __future__ import annotations
 
@@ -30,12 +30,20 @@ def _departures(cfg: DictConfig, recipe: dict[str, Any], where: str = "") -> lis
     return lines
 
 
+def _task_budget(path: Path) -> DictConfig:
+    """A `profile_task` file merged over the files beside it that its `defaults` list names (`cpu_full_mrpc.yaml`
+    extends `cpu_mrpc`)."""
+    own = OmegaConf.load(path)
+    extended = [_task_budget(path.with_name(f"{name}.yaml")) for name in own.pop("defaults", []) if name != "_self_"]
+    return OmegaConf.merge(*extended, own)
+
+
 def deviations(cfg: DictConfig, recipe: dict[str, Any], conf_dir: str | Path = CONF_DIR) -> list[str]:
     """One line per setting whose value (in the composed `cfg` of this profile) is not the paper's, then those a
     profile gives one task (`<conf_dir>/profile_task/<profile>_<task>.yaml`), then the fixed differences; settings
     the config does not have are skipped."""
     lines = _departures(cfg, recipe)
-    for path in sorted(Path(conf_dir, "profile_task").glob(f"{cfg.profile_name}_*.yaml")):
-        task = path.stem.removeprefix(f"{cfg.profile_name}_")
-        lines += _departures(OmegaConf.load(path), recipe, f" ({task})")
+    for task in sorted(p.stem for p in Path(conf_dir, "task").glob("*.yaml")):  # not cpu_full_mrpc for cpu's
+        if (path := Path(conf_dir, "profile_task", f"{cfg.profile_name}_{task}.yaml")).is_file():
+            lines += _departures(_task_budget(path), recipe, f" ({task})")
     return lines + list(recipe.get("always", []))
