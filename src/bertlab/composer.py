@@ -4,7 +4,8 @@ Hydra composes a config in two steps: the defaults tree, from the overrides that
 (`task=sst2`, `model=L3_H768_A12`), merged into one config; then every other override (`seed=2`, `name=...`) set on it,
 in order (`ConfigLoaderImpl._apply_overrides_to_config`). The runs of a study share a few group choices and differ in
 their values, so `Composer` does the first step once per choices and the second on a copy, with Hydra's own code:
-each config equals what `hydra.compose` returns for the same overrides (tests/unit/test_composer.py).
+each config equals what `hydra.compose` returns for the same overrides (tests/unit/test_composer.py). Hydra reads
+and parses every config file again at each compose; for the composer's life it reads each once (`_read_once`).
 
 Light on purpose (no torch): the `configs` stage imports it.
 """
@@ -17,9 +18,11 @@ from contextlib import contextmanager
 
 from hydra import compose
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.config_repository import ConfigRepository
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
+from hydra.plugins.config_source import ConfigResult
 from omegaconf import DictConfig, Node, OmegaConf, ValueNode
 
 
@@ -31,6 +34,7 @@ class Composer:
         self.config_name = config_name
         self.parser = OverridesParser.create()
         self.repo = GlobalHydra.instance().config_loader().repository  # type: ignore[attr-defined]
+        _read_once(self.repo)
         self.composed: dict[tuple[str, ...], DictConfig] = {}
 
     def _split(self, overrides: list[str]) -> tuple[DictConfig, list[Override]] | None:
@@ -73,6 +77,22 @@ class Composer:
         finally:
             for key, raw in reversed(before):
                 OmegaConf.update(cfg, key, raw, merge=False)
+
+
+def _read_once(repo: ConfigRepository) -> None:
+    """Each config file `repo` loads read and parsed once (the first load kept), a copy of it each time: Hydra edits
+    what it loads. The repository is Hydra's own for this `initialize_config_dir` (each compose copies it), so the
+    composes and defaults lists within it (`bertlab.layers`) all share the files."""
+    if "load_config" in vars(repo):
+        return
+    load, kept = repo.load_config, {}
+
+    def load_config(config_path: str) -> ConfigResult | None:
+        if config_path not in kept:
+            kept[config_path] = load(config_path)
+        return copy.deepcopy(kept[config_path])
+
+    repo.load_config = load_config  # type: ignore[method-assign]
 
 
 def _node(cfg: DictConfig, key: str) -> Node | None:

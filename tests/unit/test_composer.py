@@ -75,3 +75,19 @@ def test_a_bad_override_is_refused_as_compose_refuses_it_and_leaves_the_cache_as
                 pass
         with composer.applied([]) as cfg:
             assert cfg.seed == 1 and "lrr" not in cfg.opt
+
+
+def test_each_config_file_is_read_once_for_the_composers_life(conf: Path, monkeypatch) -> None:
+    """Hydra reads and parses every file again at each compose; a composer's composes share one read of each."""
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+
+    reads: list[str] = []
+    load = FileConfigSource.load_config
+    monkeypatch.setattr(FileConfigSource, "load_config", lambda self, config_path: reads.append(config_path) or load(
+        self, config_path))
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        composer = Composer()
+        for overrides in RUNS:
+            composer(overrides)
+        assert resolved(Composer()(["task=b", "model=big"])) == resolved(composer(["task=b", "model=big"]))
+    assert len(reads) == len(set(reads)) and set(reads) == {"config", *(n.removesuffix(".yaml") for n in FILES)}
