@@ -56,8 +56,9 @@ def contrast(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, 
 
 def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, Any]) -> tuple[stats.Contrast, str]:
     """A - B by the Multi-Bootstrap over each cell's pretraining runs (`runs_a`, `runs_b`), paired on the pretraining
-    seeds both ran (the others of a side drawn apart), with the draws' SD, p-value and Monte-Carlo error; or "not
-    measured" with the reason."""
+    seeds both ran, with the draws' SD, p-value and Monte-Carlo error; or "not measured" with the reason. Sharing two
+    or more seeds, a run one side has alone stays out of the contrast (not its cell's score): it carries its seed's
+    effect, which pairing takes out, so more runs never widen it; sharing fewer, the others are drawn apart."""
     nan, why = math.nan, _unmeasured(a, b, a_label, b_label)
     if why:
         return stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, len(set(a.pretrain_seeds)),
@@ -66,8 +67,9 @@ def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, An
     both = [s for s in seeds[0] if s in seeds[1]]
     groups = [[g for s in [*both, *(s for s in mine if s not in both)] for g, t in zip(c.groups, mine) if t == s]
               for c, mine in zip((a, b), seeds)]  # the shared seeds first, in one order on both sides
-    result = multi_bootstrap(*groups, a.kind, a.metric, paired=seeds[0] == seeds[1], shared=len(both),
-                             **resampling(bootstrap))
+    complete = seeds[0] == seeds[1] or len(both) >= 2  # every run paired: the shared seeds' runs alone
+    groups = [g[:len(both)] for g in groups] if complete else groups
+    result = multi_bootstrap(*groups, a.kind, a.metric, paired=complete, shared=len(both), **resampling(bootstrap))
     if result.verdict in (stats.REPRODUCED, stats.CONTRADICTED) and not result.settled:
         result = replace(result, verdict=stats.UNRESOLVED)  # an end the bootstrap's own seed could move across 0
     return result, "" if result.verdict != stats.NOT_MEASURED else "the metric is not finite"

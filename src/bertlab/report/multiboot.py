@@ -6,7 +6,8 @@ Input: each side a sequence of pretraining runs, each a sequence of its fine-tun
 A draw resamples, with replacement, (a) the pretraining runs: one draw of run indices for both sides when `paired` (run
 r of A and of B share pretraining seed r's initialisation and data order; equal run counts), an independent draw per
 side otherwise; where only the first `shared` runs of each side share their seeds (a side ran more), those are
-drawn once for both sides and each side's others apart (so more runs on one side never lose the pairing); (b) within
+drawn once for both sides and each side's others apart (a claim passes only the shared runs where two or more are:
+`claims.decide`); (b) within
 each drawn run, its fine-tuning seeds (afresh for every drawn run); (c) the dev items, one
 draw for every seed of every run of both sides. A seed's score is the corpus-level metric recomputed on the drawn items
 (`stats.bootstrap_scores`: means, F1s, Matthews, correlations, perplexity alike); a run's is the mean over its drawn
