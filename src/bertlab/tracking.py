@@ -38,6 +38,7 @@ def start_wandb(start: Callable[[bool], T], offline: bool, save_dir: str) -> T:
     process's later starts (the next jobs of a multirun) log offline at once, with the same warning: W&B's server
     hears nothing more from it (nor, unless `WANDB_ERROR_REPORTING` is set, W&B's usage telemetry at all)."""
     os.environ.setdefault(ERROR_REPORTING, "false")  # read when W&B starts its service, at its first run
+    logging.getLogger("asyncio").setLevel(logging.ERROR)  # W&B's client: a warning a send to a service that stopped
     if offline:
         return start(True)
     import wandb
@@ -64,9 +65,22 @@ def one_run_per_job() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        finish_run(1)
+        _finish_failed()
         raise
     finish_run(0)
+
+
+def _finish_failed() -> None:
+    """Finish the W&B run of a job that failed or was stopped. Where W&B cannot (its service stopped with the job, as
+    SLURM stops every process of a requeued one), one line says so, and W&B's exit hook goes with the service: the
+    job's own error stays the last word, not two of W&B's tracebacks."""
+    try:
+        finish_run(1)
+    except Exception as err:
+        log.warning("W&B could not close its run (%s: %s): its offline files keep what was logged",
+                    type(err).__name__, err)
+        with suppress(Exception):
+            sys.modules["wandb"].teardown()
 
 
 def finish_run(exit_code: int) -> None:

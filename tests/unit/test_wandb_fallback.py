@@ -123,3 +123,35 @@ def test_each_job_finishes_its_wandb_run_failed_where_it_raised(monkeypatch: pyt
     with tracking.one_run_per_job():  # a job that started no run: nothing to finish
         pass
     assert finished == [0, 1]
+
+
+def test_a_stopped_job_whose_wandb_service_is_gone_ends_with_its_own_error(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """SLURM stops every process of a requeued job, W&B's service too: finishing the run then raised
+    ConnectionResetError over the job's own error, and W&B's exit hook printed a second traceback (~180 lines). Now
+    one warning line, W&B torn down (its exit hook gone with it), and the job's error raised as it was; asyncio's
+    warning a send to the stopped service (W&B's client), off from W&B's start."""
+    import logging
+
+    monkeypatch.setattr(logging.getLogger("asyncio"), "level", logging.NOTSET)
+    tracking.start_wandb(lambda offline: None, True, "data/wandb")
+    assert logging.getLogger("asyncio").level == logging.ERROR
+    calls: list[str] = []
+
+    class Wandb:  # the wandb module of a job whose W&B service was stopped
+        run: object | None = "a run"
+
+        def finish(self, exit_code: int) -> None:
+            calls.append(f"finish {exit_code}")
+            raise ConnectionResetError("Connection lost")
+
+        def teardown(self) -> None:
+            calls.append("teardown")
+            raise ConnectionResetError("Connection lost")
+
+    monkeypatch.setitem(sys.modules, "wandb", Wandb())
+    with pytest.raises(KeyboardInterrupt, match="stopped"), tracking.one_run_per_job():
+        raise KeyboardInterrupt("stopped")
+    assert calls == ["finish 1", "teardown"]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "W&B could not close its run (ConnectionResetError: Connection lost): its offline files keep what was logged"]
