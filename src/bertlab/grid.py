@@ -109,10 +109,20 @@ def engine(s: dict[str, Any]) -> Engine:
                   s["requeues"])
 
 
+WAITING = "grid: another DVC command holds DVC's lock here: waiting for it"
+
+
 def dvc(*args: str, show: bool = True) -> None:
-    """`dvc <args>` here, waiting for DVC's lock while another DVC command holds it (`--wait-for-lock`); its output
-    passed through (`show`), else shown where it fails; a UserError naming the command where it fails."""
-    done = subprocess.run([sys.executable, "-m", "dvc", "--wait-for-lock", *args], capture_output=not show, text=True)
+    """`dvc <args>` here, waiting for DVC's lock while another DVC command holds it (`--wait-for-lock`; its output
+    not shown, the wait said in a line); its output passed through (`show`), else shown where it fails; a UserError
+    naming the command where it fails."""
+    def run(*wait: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "dvc", *wait, *args], capture_output=not show, text=True)
+
+    done = run("--wait-for-lock") if show else run()
+    if not show and done.returncode != 0 and "Unable to acquire lock" in done.stdout + done.stderr:
+        print(WAITING, file=sys.stderr, flush=True)
+        done = run("--wait-for-lock")
     if done.returncode != 0:
         said = [line for line in f"{done.stdout or ''}{done.stderr or ''}".splitlines() if line.strip()]
         raise UserError(f"grid: `dvc {' '.join(args)}` failed (exit status {done.returncode}"
@@ -133,7 +143,7 @@ def stale() -> dict[str, Any]:
     try:
         return read(False)
     except LockError:
-        print("grid: another DVC command holds DVC's lock here: waiting for it", file=sys.stderr, flush=True)
+        print(WAITING, file=sys.stderr, flush=True)
         return read(True)
 
 

@@ -21,6 +21,7 @@ import pytest
 import torch
 import yaml
 
+from bertlab.grid import WAITING
 from bertlab.jobs import Engine, Job
 from bertlab.runs import pretrain_dir
 from bertlab.slurm_jobs import run_slurm_jobs
@@ -297,3 +298,40 @@ def test_a_slurm_cell_cancelled_is_named_and_its_rerun_submits_it_alone(cluster:
     again = run([sys.executable, "-m", "bertlab.grid", "cluster=slurm", "time=30"], repo, shared_data)
     assert "\n  1 fine-tuning cell job(s) of 1 task: scratch 1\n" in again and "0 pretraining job(s)" in again, again
     like_sequential(repo, sequential, shared_data)
+
+
+@pytest.mark.slow
+def test_a_slurm_grid_refuses_a_second_writer_and_waits_for_dvcs_lock(cluster: None, tmp_path: Path,
+                                                                      shared_data: Path) -> None:
+    """While a SLURM job pretrains `bert` (400 steps here, so it is still running), `dvc repro` of its stage is
+    refused in one line naming the job's claim and deletes nothing; with DVC's lock then held (as `dvc status` holds
+    it), the grid's next `dvc commit` waits, saying so in one line, and the grid finishes once it is free."""
+    repo = smoke_slice(tmp_path)
+    smoke = repo / "conf/profile/smoke.yaml"
+    smoke.write_text(smoke.read_text().replace("max_steps: 20, size_study_steps: 20,", "max_steps: 400, size_study_steps: 400,"))
+    grid = subprocess.Popen([sys.executable, "-m", "bertlab.grid", "cluster=slurm", "time=30"], cwd=repo,
+                            env=env_of(repo, shared_data), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(grid.stdout), daemon=True)
+    reader.start()
+    wait_for(lambda: (repo / "data/checkpoints/claims/pretrain/bert-1.owner").exists(), "bert-1's job")
+    before = sorted(p.relative_to(repo) for p in (repo / "data").rglob("*") if "pretrain" in p.parts)
+    done = subprocess.run([sys.executable, "-m", "dvc", "repro", "-s", "-f", "pretrain@bert"], cwd=repo,
+                          env=env_of(repo, shared_data), capture_output=True, text=True, timeout=600)
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("error: ")]
+    assert done.returncode != 0 and len(said) == 1, done.stdout + done.stderr
+    assert said[0].startswith("error: bert-1 is being written by process ") and "this run was not started" in said[0]
+    after = sorted(p.relative_to(repo) for p in (repo / "data").rglob("*") if "pretrain" in p.parts)
+    assert set(before) <= set(after)  # nothing deleted (the job goes on writing)
+    code = ("import sys; from dvc.repo import Repo\nrepo = Repo('.'); repo.lock.lock(); print('held', flush=True)\n"
+            "sys.stdin.readline(); repo.lock.unlock()")
+    holder = subprocess.Popen([sys.executable, "-c", code], cwd=repo, env=env_of(repo, shared_data), text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout.readline().strip() == "held"
+    waiting = f"{WAITING}\n"
+    wait_for(lambda: waiting in lines, "the grid waiting for DVC's lock")
+    holder.communicate("\n", timeout=60)
+    assert grid.wait(timeout=1800) == 0, "".join(lines)[-3000:]
+    reader.join(timeout=60)
+    assert lines.count(waiting) >= 1 and not any("Traceback" in line for line in lines), "".join(lines)[-3000:]
+    assert json.loads(run(["dvc", "status", "--json"], repo, shared_data)) == {}

@@ -142,7 +142,7 @@ def test_a_cell_the_profile_leaves_out_is_no_job_its_record_written_by_the_grid_
 
 
 def test_the_grid_waits_for_dvcs_lock_and_shows_dvcs_own_message_when_a_command_fails(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
     subprocess.run(["git", "init", "-q"], check=True)
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], check=True)
@@ -153,6 +153,7 @@ def test_the_grid_waits_for_dvcs_lock_and_shows_dvcs_own_message_when_a_command_
     began = time.monotonic()
     grid.dvc("commit", "-f", show=False)
     assert time.monotonic() - began > 5  # it waited for the lock, and then committed
+    assert capfd.readouterr().err.splitlines() == [grid.WAITING]  # saying so in a line
     holder.wait()
     with pytest.raises(UserError, match=r"^grid: `dvc commit -f nosuch` failed \(exit status 1\): ERROR: failed to "
                                         r"commit nosuch - 'nosuch' does not exist"):
