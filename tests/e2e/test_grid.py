@@ -308,7 +308,8 @@ def test_a_slurm_grid_refuses_a_second_writer_and_waits_for_dvcs_lock(cluster: N
     it), the grid's next `dvc commit` waits, saying so in one line, and the grid finishes once it is free."""
     repo = smoke_slice(tmp_path)
     smoke = repo / "conf/profile/smoke.yaml"
-    smoke.write_text(smoke.read_text().replace("max_steps: 20, size_study_steps: 20,", "max_steps: 400, size_study_steps: 400,"))
+    smoke.write_text(smoke.read_text().replace("max_steps: 20, size_study_steps: 20,",
+                                               "max_steps: 400, size_study_steps: 400,"))
     grid = subprocess.Popen([sys.executable, "-m", "bertlab.grid", "cluster=slurm", "time=30"], cwd=repo,
                             env=env_of(repo, shared_data), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []

@@ -313,7 +313,7 @@ def test_cpu_full_runs_what_cpu_leaves_out_and_every_cpu_run_with_its_key(tmp_pa
     mrpc = [full[k] for k in skipped if str(k).endswith("-1-1.yaml") and "/mrpc-" in str(k)]
     assert mrpc and all(key["finetune"]["max_train_examples"] == 800 for key in mrpc)  # cpu's MRPC budget
     sst2 = [full[k] for k in skipped if "/sst2-" in str(k)]
-    assert len(sst2) == 9 and all(key["finetune"]["max_train_examples"] == 16000 for key in sst2)  # cpu's Table 6 budget
+    assert len(sst2) == 9 and all(key["finetune"]["max_train_examples"] == 16000 for key in sst2)  # Table 6's at cpu
 
 
 @pytest.mark.parametrize("path", ["params.yaml", "conf/ablations/default.yaml",

@@ -57,8 +57,8 @@ def contrast(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, 
 def decide(a: Cell, b: Cell, a_label: str, b_label: str, bootstrap: dict[str, Any]) -> tuple[stats.Contrast, str]:
     """A - B by the Multi-Bootstrap over each cell's pretraining runs (`runs_a`, `runs_b`), paired on the pretraining
     seeds both ran, with the draws' SD, p-value and Monte-Carlo error; or "not measured" with the reason. Sharing two
-    or more seeds, a run one side has alone stays out of the contrast (not its cell's score): it carries its seed's
-    effect, which pairing takes out, so more runs never widen it; sharing fewer, the others are drawn apart."""
+    or more seeds, a run one side has alone is in its cell's score, not in the contrast: it carries its seed's effect,
+    which pairing takes out, so more runs never widen the interval; sharing fewer, the others are drawn apart."""
     nan, why = math.nan, _unmeasured(a, b, a_label, b_label)
     if why:
         return stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, len(set(a.pretrain_seeds)),
