@@ -5,11 +5,11 @@ Input: each side a sequence of pretraining runs, each a sequence of its fine-tun
 
 A draw resamples, with replacement, (a) the pretraining runs: one draw of run indices for both sides when `paired` (run
 r of A and of B share pretraining seed r's initialisation and data order; equal run counts), an independent draw per
-side otherwise; where only the first `shared` runs of each side share their seeds (a side ran more), those are
-drawn once for both sides and each side's others apart (a claim passes the shared runs alone where there are two or
-more: `claims.decide`); (b) within each drawn run, its fine-tuning seeds (afresh for every drawn run); (c) the dev
-items, one draw for every seed of every run of both sides. A seed's score is the corpus-level metric recomputed on
-the drawn items (`stats.bootstrap_scores`: means, F1s, Matthews, correlations, perplexity alike); a run's is the mean over its drawn
+side otherwise; where only the first `shared` runs of each side share their seeds (a side ran more), those are drawn
+once for both sides and each side's others apart (a claim passes the shared runs alone where there are two or more:
+`claims.decide`); (b) within each drawn run, its fine-tuning seeds (afresh for every drawn run); (c) the dev items, one
+draw for every seed of every run of both sides. A seed's score is the corpus-level metric recomputed on the drawn items
+(`stats.bootstrap_scores`: means, F1s, Matthews, correlations, perplexity alike); a run's is the mean over its drawn
 seeds, a side's the mean over its drawn runs, the draw's value A - B. The estimate is the same on all items with every
 run and seed once; with one run a side the interval is the draws' percentiles. Its target: the expected A - B over
 pretraining runs, fine-tuning seeds and the population the dev items are drawn from. With one run a side it is
