@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import copy_env, copy_project
+from tests.helpers import REPO, copy_env, copy_project
 
 # (command line, what its one line must say)
 CASES = [
     ("python -m bertlab.pretrain pretrain.max_step=10",
      "error: pretrain.max_step=10: there is no setting pretrain.max_step (did you mean pretrain.max_steps?)"),
     ("python -m bertlab.finetune profile=smok", "error: profile=smok: there is no profile 'smok' in conf/profile/ "
-                                                "(did you mean smoke?); the options: cpu, gpu, paper, smoke"),
+                                                "(did you mean smoke?); the options: "
+                                                + ", ".join(sorted(p.stem for p in (REPO / "conf/profile").iterdir()))),
     ("python -m bertlab.finetune task=sst-2", "error: task=sst-2: there is no task 'sst-2' in conf/task/ (did you mean "
                                               "sst2?)"),
     ("python -m bertlab.pretrain model=L3", "error: model=L3: there is no model 'L3' in conf/model/"),
