@@ -18,6 +18,8 @@ from bertlab.configs import write_all
 from bertlab.errors import UserError
 from bertlab.kinds.base import Scored
 from bertlab.report import stats
+from bertlab.report.cells import Cell
+from bertlab.report.claims import decide
 from bertlab.report.multiboot import multi_bootstrap
 from bertlab.report.tinterval import run_part
 from bertlab.stage import CONF_DIR, follow_params
@@ -156,17 +158,15 @@ def test_runs_paired_on_the_seeds_both_sides_ran_the_rest_drawn_apart() -> None:
     assert (paired.low, paired.high) == (shared.low, shared.high)
 
 
+def cell(side: list, seeds: list[int]) -> Cell:
+    """A report cell of `side`'s runs (`tests.unit.test_multiboot.study`'s, one fine-tuning seed each) at `seeds`."""
+    return Cell("ok", tuple(float(np.mean(r[0]["pred"] == r[0]["label"])) for r in side), tuple(seeds),
+                kind="classification", metric="accuracy", scored_on="validation", n_items=400,
+                runs=tuple(r[0] for r in side))
+
+
 def test_a_claim_pairs_the_seeds_its_sides_share() -> None:
-    from bertlab.report.cells import Cell
-    from bertlab.report.claims import decide
-
     a, b = runs_study(np.random.default_rng(7), (0.7, 0.7), runs=5, shared=0.9, sd_run=0.04)
-
-    def cell(side: list, seeds: list[int]) -> Cell:
-        return Cell("ok", tuple(float(np.mean(r[0]["pred"] == r[0]["label"])) for r in side), tuple(seeds),
-                    kind="classification", metric="accuracy", scored_on="validation", n_items=400,
-                    runs=tuple(r[0] for r in side))
-
     boot = {"draws": 2000, "seed": 0, "level": 0.95}
     mixed, _ = decide(cell(a, [1, 2, 3, 4, 5]), cell([b[2], b[0], b[1]], [3, 1, 2]), "A", "B", boot)
     pairs = multi_bootstrap([[r[0]] for r in a[:3]], [[r[0]] for r in b[:3]], "classification", "accuracy",
@@ -179,14 +179,6 @@ def test_more_runs_of_one_side_never_widen_the_interval() -> None:
     effect, which pairing takes out. Drawn apart beside the 3 paired runs they widen the interval in most studies
     (`multi_bootstrap(shared=3)` on all runs: 16.1 against 9.8 points wide on average, wider in 19 of 20); a claim
     leaves them out of the contrast, so A's interval with 5 runs is its interval with 3."""
-    from bertlab.report.cells import Cell
-    from bertlab.report.claims import decide
-
-    def cell(side: list, seeds: list[int]) -> Cell:
-        return Cell("ok", tuple(float(np.mean(r[0]["pred"] == r[0]["label"])) for r in side), tuple(seeds),
-                    kind="classification", metric="accuracy", scored_on="validation", n_items=400,
-                    runs=tuple(r[0] for r in side))
-
     boot, wider = {"draws": 500, "seed": 0, "level": 0.95}, 0
     for i in range(10):
         a, b = runs_study(np.random.default_rng(i), (0.7, 0.7), runs=5, shared=0.9, sd_run=0.04)
