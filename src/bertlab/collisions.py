@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from omegaconf import DictConfig
-
 from bertlab import study
 from bertlab.errors import UserError
 from bertlab.runs import values_at
@@ -45,25 +43,25 @@ class Models:
         self.cells: dict[str, str] = {}  # a cell's name -> its model
         self.running: set[str] = set()  # the encoders' and cells' runs the profile runs
 
-    def add(self, stage: str, name: str, cfg: DictConfig, runs: bool) -> None:
-        """Run `name` of `stage` (pretrain or finetune; others are ignored), composed as `cfg`, which the profile runs
-        where `runs`."""
+    def add(self, stage: str, name: str, cfg: dict[str, Any], runs: bool) -> None:
+        """Run `name` of `stage` (pretrain or finetune; others are ignored), composed and resolved as `cfg`
+        (`settings.resolved`), which the profile runs where `runs`."""
         if stage not in ("pretrain", "finetune"):
             return
         values = values_at(cfg, RESULT_KEYS[stage])
         if stage == "pretrain":
             for dotted in NAMES:
                 _drop(values, dotted)
-            encoder, seed = cfg.name, cfg.seed
+            encoder, seed = cfg["name"], cfg["seed"]
             self.encoders[encoder, seed] = json.dumps(values, sort_keys=True, default=str)
-            self.shapes[encoder] = "/".join(str(cfg.model[k]) for k in ("num_layers", "hidden_size", "num_heads"))
+            self.shapes[encoder] = "/".join(str(cfg["model"][k]) for k in ("num_layers", "hidden_size", "num_heads"))
         else:
             if not self.cells:  # every encoder's runs are in: refuse colliding encoders before composing the cells
                 self._check_encoders()
             for key in CELL_NAMES:
                 _drop(values, f"finetune.{key}")
-            ft = cfg.finetune
-            model = self.encoders[ft.encoder, ft.pretrain_seed]
+            ft = cfg["finetune"]
+            model = self.encoders[ft["encoder"], ft["pretrain_seed"]]
             self.cells[name] = json.dumps([model, values], sort_keys=True, default=str)
         if runs:
             self.running.add(name)

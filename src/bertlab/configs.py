@@ -16,6 +16,7 @@ of training.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -138,7 +139,7 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
     count = 0
     conf = conf_dir()
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"), atomic_dir(out) as tmp:
-        composer = Composer()
+        composer, dump = Composer(), Dumps()
         study_cfg = _compose("the study", base := base_overrides(params), lambda: composer(base))
         spec, policy = read_study(study_cfg, spec)
         models = Models(spec)
@@ -147,7 +148,7 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
             full, key = _compose_run(run, composer, conf, models)
             config, key_file = run_files(tmp, run)
             header = "# @package _global_\n" if run.encoder else ""
-            for path, text in ((config, header + yaml.dump(full, Dumper=DUMPER, sort_keys=False)),
+            for path, text in ((config, header + dump(full)),
                                (key_file, yaml.dump(key, Dumper=DUMPER))):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
@@ -157,6 +158,22 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
             for encoder in spec["encoders"]:
                 write_sweep(tmp / stage / encoder, stage, Path(study_cfg.data_dir) / "hydra" / stage / encoder)
     return count
+
+
+class Dumps:
+    """`yaml.dump(config, sort_keys=False)` of many run configs, each top-level section dumped once: the runs of a
+    study share most of theirs (a block mapping's text is its entries' texts, one after another)."""
+
+    def __init__(self) -> None:
+        self.texts: dict[tuple[str, str], str] = {}
+
+    def __call__(self, config: dict[str, Any]) -> str:
+        texts = []
+        for key, value in config.items():
+            if (seen := (key, json.dumps(value))) not in self.texts:
+                self.texts[seen] = yaml.dump({key: value}, Dumper=DUMPER, sort_keys=False)
+            texts.append(self.texts[seen])
+        return "".join(texts)
 
 
 GROUPS = {"pretrain": ("run", "runs", "pretraining run", "${name}-${seed}"),  # stage -> its runs' config group, the
@@ -199,22 +216,22 @@ def _compose_run(run: Run, composer: Composer, conf: Path, models: Models) -> tu
     with ExitStack() as stack:
         what = f"{run.stage} run {run.name!r}"
         cfg = _compose(what, overrides, lambda: stack.enter_context(composer.applied(overrides)))
-        try:
-            settings.check(cfg, presets=False)
-            kinds.check(cfg)
+        try:  # checked resolved: a plain dict's look-ups are ~20x faster than a config's
+            full = settings.resolved(cfg)
+            settings.check(full, presets=False)
+            kinds.check(full)
             settings.check_appended(run.overrides, composer, conf)
         except UserError as err:
             raise UserError(f"{what}: {err}") from err
-        models.add(run.stage, run.name, cfg, run.not_run is None)
-        full = OmegaConf.to_container(cfg, resolve=True)
-        full["not_run"] = run.not_run
-        if run.encoder:  # where each result setting's value came from (docs/design.md, "Which layer wins")
-            full["provenance"] = layers.provenance(conf, cfg, settings.RESULT_KEYS[run.stage],
-                                                   list(zip(run.overrides, run.sources, strict=True)))
-        if "tags" in full["logger"]:
-            full["logger"]["tags"] = list(run.tags)
-        full["hydra"] = {"run": {"dir": f"{cfg.data_dir}/hydra/{run.stage}/{run.name}"}, "output_subdir": None}
-        key = {"overrides": result_overrides(run.overrides), **values_at(cfg, settings.RESULT_KEYS[run.stage])}
+    models.add(run.stage, run.name, full, run.not_run is None)
+    key = {"overrides": result_overrides(run.overrides), **values_at(full, settings.RESULT_KEYS[run.stage])}
+    full["not_run"] = run.not_run
+    if run.encoder:  # where each result setting's value came from (docs/design.md, "Which layer wins")
+        full["provenance"] = layers.provenance(conf, full, settings.RESULT_KEYS[run.stage],
+                                               list(zip(run.overrides, run.sources, strict=True)))
+    if "tags" in full["logger"]:
+        full["logger"]["tags"] = list(run.tags)
+    full["hydra"] = {"run": {"dir": f"{full['data_dir']}/hydra/{run.stage}/{run.name}"}, "output_subdir": None}
     if run.not_run:
         key["not_run"] = run.not_run
     return full, key

@@ -21,9 +21,10 @@ from typing import Any
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from bertlab.errors import UserError
+from bertlab.settings import select
 
 Labelled = Sequence[tuple[str, str]]  # (a Hydra override, the place that declares it)
 
@@ -65,21 +66,22 @@ def _sets(node: Any, key: str) -> bool:
     return True
 
 
-def leaves(cfg: DictConfig, keys: Sequence[str]) -> list[str]:
-    """The dotted settings under `keys` of `cfg` (a list is one setting)."""
+def leaves(cfg: dict[str, Any], keys: Sequence[str]) -> list[str]:
+    """The dotted settings under `keys` of the resolved config `cfg` (a list is one setting)."""
     out: list[str] = []
     for key in keys:
-        node = OmegaConf.select(cfg, key)
-        if OmegaConf.is_dict(node):
+        node = select(cfg, key)
+        if isinstance(node, dict):
             out += leaves(cfg, [f"{key}.{k}" for k in node])
         else:
             out.append(key)
     return out
 
 
-def provenance(conf_dir: Path, cfg: DictConfig, keys: Sequence[str], labelled: Labelled) -> dict[str, str]:
-    """For each setting under `keys` of the composed `cfg`: the layer its value came from (`conf/<file>`, or the
-    place that declares a command-line override), then `over` the earlier layers that set it too."""
+def provenance(conf_dir: Path, cfg: dict[str, Any], keys: Sequence[str], labelled: Labelled) -> dict[str, str]:
+    """For each setting under `keys` of the composed config `cfg`, resolved (`settings.resolved`): the layer its value
+    came from (`conf/<file>`, or the place that declares a command-line override), then `over` the earlier layers that
+    set it too."""
     parsed = OverridesParser.create().parse_overrides([o for o, _ in labelled])
     is_choice = [(conf_dir / o.key_or_group.lstrip("+~").split("@")[0]).is_dir() for o in parsed]
     settings = [(o.key_or_group, where) for o, (_, where), choice in zip(parsed, labelled, is_choice, strict=True)

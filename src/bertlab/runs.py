@@ -5,6 +5,7 @@ record (`metrics.json`) keeps the sha256 of each file it wrote (`files`): a run 
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -19,16 +20,17 @@ from omegaconf import DictConfig, OmegaConf
 from bertlab.errors import UserError
 from bertlab.files import atomic_dir, read_json, require, write_json
 from bertlab.modeling.features import feature_signature
-from bertlab.settings import RESULT_KEYS
+from bertlab.settings import RESULT_KEYS, Config, select
 from bertlab.study import pretrain_name
 
 log = logging.getLogger(__name__)
 
 
-def values_at(cfg: DictConfig, keys: list[str]) -> dict[str, Any]:
-    """The resolved values at dotted `keys` of `cfg`."""
-    values = {k: OmegaConf.select(cfg, k) for k in keys}
-    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in values.items()}
+def values_at(cfg: Config, keys: list[str]) -> dict[str, Any]:
+    """The resolved values at dotted `keys` of `cfg` (a config, or the plain dict it resolves to), the caller's own."""
+    values = {k: select(cfg, k) for k in keys}
+    return {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else copy.deepcopy(v)
+            for k, v in values.items()}
 
 
 def pretrain_dir(root: Path, encoder: str, seed: int) -> Path:

@@ -10,6 +10,7 @@ OmegaConf validates no range, choice or agreement, which is most of what is chec
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -18,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from bertlab.errors import UserError
 
 NAME = re.compile(r"[A-Za-z0-9_.=-]+")  # a run name is one safe path component
+Config = DictConfig | dict[str, Any]  # a composed config, or the plain dict it resolves to (`resolved`)
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 PRESET = re.compile(r"L(\d+)_H(\d+)_A(\d+)")  # a paper shape's model preset: conf/model/L<layers>_H<hidden>_A<heads>
 
@@ -165,76 +168,95 @@ def check_presets() -> None:
                             f"{'/'.join(map(str, shape))} its name says")
 
 
-def check(cfg: DictConfig, presets: bool = True) -> None:
-    """Raise a one-line UserError for the first bad setting of a composed run config (and of conf/model's presets,
-    unless `presets` is False: a caller checking many configs checks them once)."""
-    check_name(OmegaConf.select(cfg, "name"))
+def check(cfg: Config, presets: bool = True) -> None:
+    """Raise a one-line UserError for the first bad setting of a composed run config, or of the plain dict it resolves
+    to (`resolved`: faster, for a caller that has it), and of conf/model's presets unless `presets` is False (a caller
+    checking many configs checks them once)."""
+    values = cfg if isinstance(cfg, dict) else resolved(cfg)
+    check_name(select(values, "name"))
     if presets:
         check_presets()
     for key, rule in SETTINGS.items():
-        if not _has(cfg, key):  # a stage's config may lack a group
+        if not _has(values, key):  # a stage's config may lack a group
             continue
-        try:
-            value = OmegaConf.select(cfg, key, throw_on_missing=True)
-        except Exception as err:  # an interpolation that does not resolve, e.g. ${shrink:abc,4}
-            raise UserError(f"{key}: {str(err).splitlines()[0]}") from err
-        if OmegaConf.is_config(value):
-            raise UserError(f"{key}: expected a single value, got {OmegaConf.to_yaml(value).strip()!r}")
+        if isinstance(value := select(values, key), dict | list):
+            raise UserError(f"{key}: expected a single value, got {json.dumps(value)}")
         if why := rule.problem(value):
             raise UserError(f"{key}={value!r}: {why}")
     for key, choices in CHOICES.items():
-        if _has(cfg, key) and (value := OmegaConf.select(cfg, key)) not in choices:
+        if _has(values, key) and (value := select(values, key)) not in choices:
             raise UserError(f"{key}={value!r}: expected one of {', '.join(choices)}")
-    if _has(cfg, "objective.name"):  # names the objective's loss curves (reports/pretrain_loss/<name>.csv)
-        check_name(OmegaConf.select(cfg, "objective.name"), "objective.name")
-    causal, nsp = OmegaConf.select(cfg, "objective.causal"), OmegaConf.select(cfg, "objective.nsp")
-    if nsp and (causal or OmegaConf.select(cfg, "objective.data") != "nsp"):
+    if _has(values, "objective.name"):  # names the objective's loss curves (reports/pretrain_loss/<name>.csv)
+        check_name(select(values, "objective.name"), "objective.name")
+    causal, nsp = select(values, "objective.causal"), select(values, "objective.nsp")
+    if nsp and (causal or select(values, "objective.data") != "nsp"):
         raise UserError("objective.nsp=true: next-sentence prediction needs sentence pairs (objective.data=nsp) and "
                         "a bidirectional model (objective.causal=false)")
-    if OmegaConf.select(cfg, "objective.mlm_probability") == 0 and not causal:
+    if select(values, "objective.mlm_probability") == 0 and not causal:
         raise UserError("objective.mlm_probability=0: a masked-LM objective needs a masking rate > 0")
-    if OmegaConf.select(cfg, "objective.heldout_mlm_probability") == 0 and not causal:
+    if select(values, "objective.heldout_mlm_probability") == 0 and not causal:
         raise UserError("objective.heldout_mlm_probability=0: a masked-LM objective is scored on masked held-out "
                         "positions and needs a rate > 0 (the paper's 0.15)")
-    steps, warmup = OmegaConf.select(cfg, "pretrain.max_steps"), OmegaConf.select(cfg, "pretrain.warmup_steps")
+    steps, warmup = select(values, "pretrain.max_steps"), select(values, "pretrain.warmup_steps")
     if steps and warmup is not None and warmup > steps:  # max_steps=0: never trained, no schedule
         raise UserError(f"pretrain.warmup_steps={warmup} exceeds pretrain.max_steps={steps}: the learning rate would "
                         "never reach pretrain.lr")
     for key in ("finetune.encoder", "task.name"):  # each names a folder under data_dir
-        if _has(cfg, key):
-            check_name(OmegaConf.select(cfg, key), key)
+        if _has(values, key):
+            check_name(select(values, key), key)
     for key in ("seed", "finetune.pretrain_seed"):  # a pretraining run's folder is <encoder>-<seed>
-        value = OmegaConf.select(cfg, key)
-        if _has(cfg, key) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        value = select(values, key)
+        if _has(values, key) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise UserError(f"{key}={value!r}: expected an integer >= 0")
-    shares = [OmegaConf.select(cfg, f"objective.{k}_replace_prob") for k in ("mask", "random")]
+    shares = [select(values, f"objective.{k}_replace_prob") for k in ("mask", "random")]
     if None not in shares and sum(shares) > 1:
         raise UserError(f"objective.mask_replace_prob={shares[0]} + objective.random_replace_prob={shares[1]} "
                         "exceed 1 (the rest of the chosen tokens stay as they are)")
-    length, short = (OmegaConf.select(cfg, f"pretrain_data.{k}_seq_length") for k in ("max", "short"))
+    length, short = (select(values, f"pretrain_data.{k}_seq_length") for k in ("max", "short"))
     if length and short and (length % short or short >= length):
         raise UserError(f"pretrain_data.short_seq_length={short}: must divide max_seq_length={length} and be shorter "
                         "(a short batch holds the same tokens)")
-    check_probe(cfg)
-    heads, hidden = OmegaConf.select(cfg, "model.num_heads"), OmegaConf.select(cfg, "model.hidden_size")
+    check_probe(values)
+    heads, hidden = select(values, "model.num_heads"), select(values, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")
 
 
-def check_probe(cfg: DictConfig) -> None:
-    """A linear probe's settings (`bertlab.training.probe`): its grid of C, and features it can read (the task's
-    kind: `bertlab.kinds.check`, which the fine-tuning and `configs` stages run)."""
-    if _has(cfg, "finetune.probe_cs"):
-        cs = OmegaConf.select(cfg, "finetune.probe_cs")
-        values = OmegaConf.to_container(cs) if OmegaConf.is_list(cs) else None
-        if not values or any(POSITIVE.problem(c) for c in values):
+def check_probe(values: dict[str, Any]) -> None:
+    """A linear probe's settings (`bertlab.training.probe`) in a resolved config: its grid of C, and features it can
+    read (the task's kind: `bertlab.kinds.check`, which the fine-tuning and `configs` stages run)."""
+    if _has(values, "finetune.probe_cs"):
+        cs = select(values, "finetune.probe_cs")
+        if not isinstance(cs, list) or not cs or any(POSITIVE.problem(c) for c in cs):
             raise UserError(f"finetune.probe_cs={cs!r}: expected a list of numbers > 0 (the inverse L2 strengths the "
                             "probe's cross-validation chooses from)")
-    if OmegaConf.select(cfg, "finetune.mode") != "probe":
+    if select(values, "finetune.mode") != "probe":
         return
-    if (features := OmegaConf.select(cfg, "finetune.features")) in ("sum_last_four", "sum_all"):
+    if (features := select(values, "finetune.features")) in ("sum_last_four", "sum_all"):
         raise UserError(f"finetune.features={features}: a probe reads fixed features (embeddings, last, "
                         "second_to_last, concat_last_four); a scalar mix is learned")
+
+
+def resolved(cfg: DictConfig) -> dict[str, Any]:
+    """`cfg` resolved to plain dicts and lists; a value that does not resolve (`${shrink:abc,4}`, `???`) is a
+    one-line UserError naming its setting."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as err:
+        why = "no value (???): set it" if isinstance(err, MissingMandatoryValue) else str(err).splitlines()[0]
+        raise UserError(f"{getattr(err, 'full_key', None) or 'the config'}: {why}") from err
+
+
+def select(cfg: Config, key: str) -> Any:
+    """The value at the dotted `key` of `cfg`, a composed config or the plain dict it resolves to (None: not there)."""
+    if not isinstance(cfg, dict):
+        return OmegaConf.select(cfg, key)
+    node: Any = cfg
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def check_appended(overrides: Sequence[str], compose: Callable[[list[str]], DictConfig], conf_dir: Path) -> None:
@@ -255,11 +277,11 @@ def check_appended(overrides: Sequence[str], compose: Callable[[list[str]], Dict
                             "spelling")
 
 
-def _has(cfg: DictConfig, key: str) -> bool:
-    """Whether `cfg` defines the dotted `key` (without resolving it)."""
+def _has(cfg: Config, key: str) -> bool:
+    """Whether `cfg` (a config, unresolved, or a plain dict) defines the dotted `key`."""
     node: Any = cfg
     for part in key.split("."):
-        if not OmegaConf.is_dict(node) or part not in node:
+        if not (isinstance(node, dict) or OmegaConf.is_dict(node)) or part not in node:
             return False
-        node = node._get_node(part)
+        node = node[part] if isinstance(node, dict) else node._get_node(part)
     return True

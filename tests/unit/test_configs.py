@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from bertlab import stage, study
-from bertlab.configs import runs, write_all
+from bertlab.configs import DUMPER, Dumps, runs, write_all
 from bertlab.errors import UserError
 from bertlab.runs import RESULT_KEYS, pretrain_key
 from bertlab.stage import CONF_DIR, follow_params
@@ -350,3 +350,13 @@ def test_a_run_by_hand_follows_params_yaml_unless_its_command_line_names_a_profi
     assert follow_params(["x=1"], tmp_path / "absent.yaml") == ["x=1"]
     params.write_text("profile: [")
     assert follow_params(["x=1"], params) == ["x=1"]
+
+
+def test_the_configs_text_is_yaml_dumps_with_each_shared_section_dumped_once() -> None:
+    configs = [{"name": f"run-{i}", "seed": [1, 1.0, True][i], "model": {"layers": 4, "lr": 1e-3, "tags": ["a", "b"]},
+                "empty": {}, "none": None, "long": "a long path " * 12, "nested": {"a": {"b": [1, {"c": None}]}}}
+               for i in range(3)]
+    dump = Dumps()
+    assert [dump(c) for c in configs] == [yaml.dump(c, Dumper=DUMPER, sort_keys=False) for c in configs]
+    assert len({dump(c) for c in configs}) == 3  # 1, 1.0 and true are three values
+    assert len(dump.texts) == len(configs[0]) + 4  # each name and seed once more; the other sections once

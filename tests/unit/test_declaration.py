@@ -13,7 +13,7 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from bertlab import layers, study
+from bertlab import layers, settings, study
 from bertlab.configs import write_all
 from bertlab.errors import UserError
 from bertlab.kinds.base import Scored
@@ -55,7 +55,7 @@ def test_an_objectives_own_setting_wins_over_the_profile_and_the_provenance_says
         labelled = [("profile=cpu", "params.yaml"), ("objective=mlm15", "ablations.encoders.mlm15"),
                     ("pretrain.max_steps=0", "ablations.encoders.mlm15")]
         composed = compose(config_name="config", overrides=[o for o, _ in labelled])
-        where = layers.provenance(variant_conf, composed, ["objective", "pretrain"], labelled)
+        where = layers.provenance(variant_conf, settings.resolved(composed), ["objective", "pretrain"], labelled)
     assert (bert.objective.mlm_probability, variant.objective.mlm_probability) == (0.4, 0.15)
     assert where["objective.mlm_probability"] == "conf/objective/mlm15.yaml, over conf/config.yaml, conf/profile/cpu.yaml"
     assert where["objective.nsp"] == "conf/objective/mlm15.yaml"

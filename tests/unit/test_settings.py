@@ -3,6 +3,7 @@ implement; the catalogue of bad inputs through the stages: tests/e2e/test_bad_in
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -47,6 +48,19 @@ def test_an_objective_is_checked_by_its_properties_not_its_name(overrides: list[
     else:
         with pytest.raises(UserError, match=message):
             check(cfg)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("model.num_layers=${shrink:abc,4}", r"model\.num_layers: .*invalid literal for int\(\) .*'abc'"),
+    ("pretrain.lr=???", r"pretrain\.lr: no value \(\?\?\?\): set it"),
+    ("+note=${nosuch}", r"note: Interpolation key .nosuch. not found"),  # not a checked setting: named too
+])
+def test_a_value_that_does_not_resolve_is_one_line_naming_its_setting(override: str, message: str) -> None:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["profile=smoke", override])
+    with pytest.raises(UserError) as err:
+        check(cfg)
+    assert re.fullmatch(message, str(err.value)), str(err.value)
 
 
 @pytest.mark.parametrize("name", ["bert", "mrpc-bert-finetune-1", "sweep_L2", "lr=1e-3", "v1.2"])

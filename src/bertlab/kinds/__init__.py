@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
-
 from bertlab.errors import UserError
 from bertlab.kinds import classification, multiple_choice, regression, span, tagging
 from bertlab.kinds.base import Kind
+from bertlab.settings import Config, select
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     classification.KIND, regression.KIND, span.KIND, tagging.KIND,
@@ -15,10 +14,10 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
 )}
 
 
-def check(cfg: DictConfig) -> None:
+def check(cfg: Config) -> None:
     """What `bertlab.settings` checks without importing the kinds (it names them by their modules): a linear probe
     (`finetune.mode=probe`) on a kind whose outputs it cannot predict, as a one-line UserError."""
-    kind = OmegaConf.select(cfg, "task.kind")
-    if OmegaConf.select(cfg, "finetune.mode") == "probe" and kind in KINDS and KINDS[kind].probe is None:
+    kind = select(cfg, "task.kind")
+    if select(cfg, "finetune.mode") == "probe" and kind in KINDS and KINDS[kind].probe is None:
         raise UserError(f"finetune.mode=probe: a linear probe predicts a class per example or a tag per word, not "
-                        f"task {OmegaConf.select(cfg, 'task.name')}'s {kind} outputs")
+                        f"task {select(cfg, 'task.name')}'s {kind} outputs")
