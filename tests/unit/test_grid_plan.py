@@ -11,7 +11,8 @@ import networkx as nx
 import pytest
 import yaml
 
-from bertlab.grid import describe, plan, settings
+from bertlab.grid import describe, plan
+from bertlab.grid_settings import settings
 
 
 class Stage:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bertlab.errors import UserError
-from bertlab.grid import Plan, describe, engine, settings
+from bertlab.grid import Plan, describe
+from bertlab.grid_settings import engine, settings
 from bertlab.jobs import Job
 
 
