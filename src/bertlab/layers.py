@@ -24,7 +24,7 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from bertlab.errors import UserError
-from bertlab.settings import select
+from bertlab.settings import has, select
 
 Labelled = Sequence[tuple[str, str]]  # (a Hydra override, the place that declares it)
 
@@ -58,14 +58,6 @@ def layers(conf_dir: Path, choices: tuple[str, ...]) -> list[tuple[str, dict[str
     return out
 
 
-def _sets(node: Any, key: str) -> bool:
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
-
-
 def leaves(cfg: dict[str, Any], keys: Sequence[str]) -> list[str]:
     """The dotted settings under `keys` of the resolved config `cfg` (a list is one setting)."""
     out: list[str] = []
@@ -89,7 +81,7 @@ def provenance(conf_dir: Path, cfg: dict[str, Any], keys: Sequence[str], labelle
     stack = layers(conf_dir, tuple(o for (o, _), choice in zip(labelled, is_choice, strict=True) if choice))
     out = {}
     for leaf in leaves(cfg, keys):
-        setters = [where for where, node in stack if _sets(node, leaf)]
+        setters = [where for where, node in stack if has(node, leaf)]
         setters += [where for key, where in settings if leaf == key or leaf.startswith(f"{key}.")]
         if not setters:
             continue  # set by no file: an interpolation's own node, e.g. of a structured default

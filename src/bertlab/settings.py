@@ -177,16 +177,16 @@ def check(cfg: Config, presets: bool = True) -> None:
     if presets:
         check_presets()
     for key, rule in SETTINGS.items():
-        if not _has(values, key):  # a stage's config may lack a group
+        if not has(values, key):  # a stage's config may lack a group
             continue
         if isinstance(value := select(values, key), dict | list):
             raise UserError(f"{key}: expected a single value, got {json.dumps(value)}")
         if why := rule.problem(value):
             raise UserError(f"{key}={value!r}: {why}")
     for key, choices in CHOICES.items():
-        if _has(values, key) and (value := select(values, key)) not in choices:
+        if has(values, key) and (value := select(values, key)) not in choices:
             raise UserError(f"{key}={value!r}: expected one of {', '.join(choices)}")
-    if _has(values, "objective.name"):  # names the objective's loss curves (reports/pretrain_loss/<name>.csv)
+    if has(values, "objective.name"):  # names the objective's loss curves (reports/pretrain_loss/<name>.csv)
         check_name(select(values, "objective.name"), "objective.name")
     causal, nsp = select(values, "objective.causal"), select(values, "objective.nsp")
     if nsp and (causal or select(values, "objective.data") != "nsp"):
@@ -202,11 +202,11 @@ def check(cfg: Config, presets: bool = True) -> None:
         raise UserError(f"pretrain.warmup_steps={warmup} exceeds pretrain.max_steps={steps}: the learning rate would "
                         "never reach pretrain.lr")
     for key in ("finetune.encoder", "task.name"):  # each names a folder under data_dir
-        if _has(values, key):
+        if has(values, key):
             check_name(select(values, key), key)
     for key in ("seed", "finetune.pretrain_seed"):  # a pretraining run's folder is <encoder>-<seed>
         value = select(values, key)
-        if _has(values, key) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        if has(values, key) and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise UserError(f"{key}={value!r}: expected an integer >= 0")
     shares = [select(values, f"objective.{k}_replace_prob") for k in ("mask", "random")]
     if None not in shares and sum(shares) > 1:
@@ -225,7 +225,7 @@ def check(cfg: Config, presets: bool = True) -> None:
 def check_probe(values: dict[str, Any]) -> None:
     """A linear probe's settings (`bertlab.training.probe`) in a resolved config: its grid of C, and features it can
     read (the task's kind: `bertlab.kinds.check`, which the fine-tuning and `configs` stages run)."""
-    if _has(values, "finetune.probe_cs"):
+    if has(values, "finetune.probe_cs"):
         cs = select(values, "finetune.probe_cs")
         if not isinstance(cs, list) or not cs or any(POSITIVE.problem(c) for c in cs):
             raise UserError(f"finetune.probe_cs={cs!r}: expected a list of numbers > 0 (the inverse L2 strengths the "
@@ -272,12 +272,12 @@ def check_appended(overrides: Sequence[str], compose: Callable[[list[str]], Dict
         key = override.lstrip("+").split("=", 1)[0]
         if "." not in key and (conf_dir / key.split("@")[0]).is_dir():
             continue
-        if not _has(base, key):
+        if not has(base, key):
             raise UserError(f"{override}: there is no setting {key} (a '+' adds one that nothing reads): check its "
                             "spelling")
 
 
-def _has(cfg: Config, key: str) -> bool:
+def has(cfg: Config, key: str) -> bool:
     """Whether `cfg` (a config, unresolved, or a plain dict) defines the dotted `key`."""
     node: Any = cfg
     for part in key.split("."):
