@@ -154,9 +154,10 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
                 path.write_text(text)
             count += 1
         models.check()
+        jobs = OmegaConf.select(study_cfg, "impl.jobs") or 1
         for stage in GROUPS:  # each encoder's runs of a training stage: one Hydra multirun, a job a run
             for encoder in spec["encoders"]:
-                write_sweep(tmp / stage / encoder, stage, Path(study_cfg.data_dir) / "hydra" / stage / encoder)
+                write_sweep(tmp / stage / encoder, stage, Path(study_cfg.data_dir) / "hydra" / stage / encoder, jobs)
     return count
 
 
@@ -190,22 +191,26 @@ def run_files(root: Path, run: Run) -> tuple[Path, Path]:
     return folder / GROUPS[run.stage][0] / f"{run.name}.yaml", folder / "keys" / f"{run.name}.yaml"
 
 
-SWEEP = """# Every {what} of this encoder, a job each, in one process (Hydra's multirun; a finished one does nothing):
+SWEEP = """# Every {what} of this encoder, a job each, {how} (Hydra's multirun; a finished one does nothing):
 #   python -m bertlab.{stage} -m -cd data/configs/{stage}/<encoder> -cn {sweep} '{group}=glob(*)'
 # One alone: python -m bertlab.{stage} -cd data/configs/{stage}/<encoder>/{group} -cn <name>
 defaults:
-  - {group}: ???
+  - {group}: ???{launcher}
   - _self_
 """
 
 
-def write_sweep(folder: Path, stage: str, logs: Path) -> None:
+def write_sweep(folder: Path, stage: str, logs: Path, jobs: int = 1) -> None:
     """`folder/<sweep>.yaml`: the primary config of the multirun over `folder/<group>/` (`GROUPS`), its job logs
-    under `logs`."""
+    under `logs`; `jobs` (`impl.jobs`) > 1: that many jobs at once, each its own process (Hydra's joblib launcher)."""
     group, name, what, subdir = GROUPS[stage]
     folder.mkdir(parents=True, exist_ok=True)
-    sweep = {"hydra": {"sweep": {"dir": str(logs), "subdir": subdir}}}
-    text = SWEEP.format(what=what, stage=stage, sweep=name, group=group)
+    sweep: dict[str, Any] = {"hydra": {"sweep": {"dir": str(logs), "subdir": subdir}}}
+    if jobs > 1:
+        sweep["hydra"]["launcher"] = {"n_jobs": jobs}
+    how = f"{jobs} at once, each its own process" if jobs > 1 else "in one process"
+    launcher = "\n  - override hydra/launcher: joblib" if jobs > 1 else ""
+    text = SWEEP.format(what=what, stage=stage, sweep=name, group=group, how=how, launcher=launcher)
     (folder / f"{name}.yaml").write_text(text + yaml.safe_dump(sweep, sort_keys=False))
 
 

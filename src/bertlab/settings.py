@@ -105,7 +105,7 @@ SETTINGS: dict[str, Number] = {
     "finetune.max_answer_length": count(), "finetune.probe_folds": count(2), "finetune.probe_tol": POSITIVE,
     "finetune.probe_cv_tol": POSITIVE,
     "finetune.probe_max_iter": count(),
-    "impl.threads": count(nullable=True), "impl.eval_batch_size": count(), "impl.num_workers": count(0),
+    "impl.threads": count(nullable=True), "impl.jobs": count(), "impl.eval_batch_size": count(), "impl.num_workers": count(0),
     "impl.num_nodes": count(nullable=True), "impl.max_device_batch": count(nullable=True),
     "impl.peak_tflops": Number(False, 0.0, open_lo=True, nullable=True),
 }
@@ -217,6 +217,10 @@ def check(cfg: Config, presets: bool = True) -> None:
         raise UserError(f"pretrain_data.short_seq_length={short}: must divide max_seq_length={length} and be shorter "
                         "(a short batch holds the same tokens)")
     check_probe(values)
+    if (select(values, "impl.jobs") or 1) > 1 and select(values, "impl.accelerator") != "cpu" \
+            and select(values, "impl.devices") != 1:
+        raise UserError(f"impl.jobs={select(values, 'impl.jobs')}: runs at once share one device; with "
+                        f"impl.devices={select(values, 'impl.devices')!r} (several: DDP) set impl.jobs=1")
     heads, hidden = select(values, "model.num_heads"), select(values, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")

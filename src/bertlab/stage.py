@@ -65,7 +65,7 @@ def main(*, named_runs: bool = False, run_name: Callable[[DictConfig], str] = la
                 settings.check_appended(*composed_overrides(), Path(CONF_DIR))
                 while _notices:  # on stdout: stderr is the errors' (a refused run's, one line)
                     print(_notices.pop(0))
-                if threads := OmegaConf.select(cfg, "impl.threads"):
+                if threads := OmegaConf.select(cfg, "impl.threads") or cores_per_job():
                     import torch  # only then: the data stages need no torch
 
                     torch.set_num_threads(int(threads))
@@ -111,10 +111,13 @@ def main(*, named_runs: bool = False, run_name: Callable[[DictConfig], str] = la
             OmegaConf.register_new_resolver("stage_keys", lambda *, _root_: keys_help(keys, _root_), replace=True)
             os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's refusals reach us, for one line each
             try:
+                stop_on_signals()  # also where the jobs run in processes of their own (`impl.jobs` > 1)
                 app()
             except HydraException as err:
                 print(f"error: {one_line(err, Path(CONF_DIR), sys.argv[1:])}", file=sys.stderr)
                 sys.exit(2)
+            except Interrupted as stop:  # jobs in processes of their own: each stopped and said so itself
+                sys.exit(128 + stop.signum)
 
         return start
 
@@ -191,6 +194,18 @@ def composed_overrides() -> tuple[list[str], Callable[[list[str]], DictConfig]]:
 
     hydra_cfg = HydraConfig.get()
     return list(hydra_cfg.overrides.task), lambda overrides: hydra.compose(hydra_cfg.job.config_name, overrides)
+
+
+def cores_per_job() -> int | None:
+    """Torch's threads for a job of a multirun whose jobs run at once (Hydra's joblib launcher, `impl.jobs` > 1): this
+    process's cores shared among them, at least one each; None otherwise (torch's default)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN or "joblib" not in str(OmegaConf.select(hydra_cfg, "launcher._target_")):
+        return None
+    return max(1, len(os.sched_getaffinity(0)) // int(hydra_cfg.launcher.n_jobs))
 
 
 def process_age() -> float | None:

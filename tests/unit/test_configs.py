@@ -185,6 +185,28 @@ def test_an_encoders_multirun_composes_each_cell_as_its_own_config(tmp_path: Pat
     assert job.hydra.sweep.dir.endswith("hydra/pretrain/ltr") and job.hydra.sweep.subdir == "ltr-2"
 
 
+def test_an_encoders_runs_train_at_once_as_impl_jobs_says(tmp_path: Path) -> None:
+    """impl.jobs > 1: the multirun's jobs run that many at once, each its own process (Hydra's joblib launcher);
+    1: one after another in the stage's process (Hydra's basic launcher)."""
+    from bertlab.configs import write_sweep
+
+    for jobs, launcher in ((3, "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"),
+                           (1, "hydra._internal.core_plugins.basic_launcher.BasicLauncher")):
+        folder = tmp_path / str(jobs)
+        write_sweep(folder, "pretrain", tmp_path / "logs", jobs)
+        (folder / "run").mkdir()
+        (folder / "run" / "r-1.yaml").write_text("# @package _global_\nname: r\nseed: 1\n")
+        with initialize_config_dir(config_dir=str(folder), version_base="1.3"):
+            job = compose("runs", overrides=["run=r-1"], return_hydra_config=True)
+        assert job.hydra.launcher._target_ == launcher
+        assert job.hydra.launcher.get("n_jobs") == (jobs if jobs > 1 else None)
+    write_all(PARAMS, tmp_path / "configs", SPEC)  # the profile's impl.jobs (cpu's, at smoke) reaches each sweep
+    jobs = yaml.safe_load((Path(CONF_DIR) / "impl" / "cpu.yaml").read_text())["jobs"]
+    for sweep in [*(tmp_path / "configs/pretrain").glob("*/runs.yaml"),
+                  *(tmp_path / "configs/finetune").glob("*/cells.yaml")]:
+        assert yaml.safe_load(sweep.read_text())["hydra"]["launcher"] == {"n_jobs": jobs}, sweep
+
+
 def test_a_profile_that_renames_the_encoders_is_refused() -> None:
     """dvc.yaml's stages are the declaration's encoders; seeds and tables a profile may set (`test_grids`)."""
     from bertlab.configs import read_study

@@ -194,3 +194,20 @@ def test_the_heldout_metric_gives_copying_no_credit() -> None:
     shown = PretrainingCollator(200, fixed_mask_seed=3)  # the same positions, 80/10/10 inputs
     visible = DataLoader(InstanceDataset(heldout), batch_size=16, collate_fn=shown)
     assert ratio(list(visible)) < 0.75  # a tenth of the positions show their answer
+
+
+def test_a_hand_runs_recipe_reaches_the_module_resolved() -> None:
+    """`python -m bertlab.pretrain study=size` by hand: Table 6's budget (`max_steps: ${pretrain.size_study_steps}`)
+    reaches the optimizer as a number (it was the interpolation's text: a TypeError at the first step)."""
+    from hydra import compose, initialize_config_dir
+
+    from bertlab.stage import CONF_DIR
+    from bertlab.training.pretraining import make_module
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["profile=smoke", "study=size", "pretrain.size_study_steps=7",
+                                                       "pretrain.size_study_warmup_steps=2"])
+    module = make_module(cfg, vocab_size=64, seq=16)
+    assert (module.hparams.optim["max_steps"], module.hparams.optim["warmup_steps"]) == (7, 2)
+    scheduler = module.configure_optimizers()
+    assert scheduler["optimizer"].param_groups[0]["lr"] < cfg.pretrain.lr  # warming up over 2 of 7 steps

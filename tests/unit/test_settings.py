@@ -50,6 +50,23 @@ def test_an_objective_is_checked_by_its_properties_not_its_name(overrides: list[
             check(cfg)
 
 
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["impl=gpu", "impl.devices=2", "impl.jobs=3"], r"^impl\.jobs=3: runs at once share one device; with "
+                                                    r"impl\.devices=2 \(several: DDP\) set impl\.jobs=1$"),
+    (["impl=gpu", "impl.devices=1", "impl.jobs=3"], None),  # small runs sharing one GPU
+    (["impl.jobs=3"], None),  # the CPU's cores shared
+    (["impl.jobs=0"], r"^impl\.jobs=0: "),
+])
+def test_runs_at_once_are_refused_beside_ddp(overrides: list[str], message: str | None) -> None:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["profile=smoke", *overrides])
+    if message is None:
+        check(cfg)
+    else:
+        with pytest.raises(UserError, match=message):
+            check(cfg)
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("model.num_layers=${shrink:abc,4}", r"model\.num_layers: .*invalid literal for int\(\) .*'abc'"),
     ("pretrain.lr=???", r"pretrain\.lr: no value \(\?\?\?\): set it"),

@@ -11,6 +11,7 @@ from torch.utils.data import ConcatDataset, DataLoader
 from bertlab.data.instances import InstanceDataset, Instances
 from bertlab.data.masking import PretrainingCollator
 from bertlab.data.sampler import PhasedBatches, SeededBatches, TaggedDataset
+from bertlab.training.run_settings import loader_processes
 
 
 class PretrainData(pl.LightningDataModule):
@@ -33,7 +34,7 @@ class PretrainData(pl.LightningDataModule):
         self.heldout_mask_seed, self.eval_batch_size = heldout_mask_seed, eval_batch_size
         self.heldout_collate = {**collate, "mask_every_target": True} | (
             {} if heldout_mlm_probability is None else {"mlm_probability": heldout_mlm_probability})
-        self.loader = {"num_workers": num_workers, "pin_memory": pin_memory}
+        self.loader = {**loader_processes(num_workers), "pin_memory": pin_memory}
 
     def train_dataloader(self) -> DataLoader:
         trainer, acc = self.trainer, self.trainer.accumulate_grad_batches

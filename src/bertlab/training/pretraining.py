@@ -140,8 +140,8 @@ def make_module(cfg: DictConfig, vocab_size: int, seq: int) -> PretrainModule:
         num_heads=cfg.model.num_heads, intermediate_size=cfg.model.intermediate_size, max_position_embeddings=seq,
         dropout=p.dropout, attention_dropout=p.dropout, positions=p.positions,
     )
-    return PretrainModule(model=vars(config), objective=OmegaConf.to_container(cfg.objective),
-                          optim=OmegaConf.to_container(p), seed=cfg.seed)
+    return PretrainModule(model=vars(config), objective=OmegaConf.to_container(cfg.objective, resolve=True),
+                          optim=OmegaConf.to_container(p, resolve=True), seed=cfg.seed)
 
 
 def train(cfg: DictConfig, key: str, tokenizer_file: Path, instances_dir: Path, short_steps: int) -> None:

@@ -4,11 +4,20 @@ the composed config (`bertlab.training.trainer` reads these, never the config)."
 from __future__ import annotations
 
 import json
+import multiprocessing
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+
+
+def loader_processes(num_workers: int) -> dict[str, Any]:
+    """A DataLoader's worker settings: `num_workers` processes forked where the platform forks, also in a job that
+    runs in a process of its own (`impl.jobs` > 1: joblib's loky workers start processes by spawning, which cannot
+    pickle a loader's dataset)."""
+    fork = num_workers > 0 and "fork" in multiprocessing.get_all_start_methods()
+    return {"num_workers": num_workers, **({"multiprocessing_context": "fork"} if fork else {})}
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from bertlab.errors import UserError
 from bertlab.kinds import KINDS
 from bertlab.kinds.base import Encoding, Evaluator, Lengths
 from bertlab.training.recipe import DataSettings
+from bertlab.training.run_settings import loader_processes
 
 
 def subsample(ds: datasets.Dataset, n: int | None, seed: int) -> datasets.Dataset:
@@ -91,7 +92,7 @@ class TaskDataModule(pl.LightningDataModule):
         """Batches padded to their own longest row (dynamic padding)."""
         workers, collate = self.settings.num_workers, KINDS[self.task.kind].collate
         return DataLoader(
-            rows, batch_size=batch_size, shuffle=shuffle, num_workers=workers,
+            rows, batch_size=batch_size, shuffle=shuffle, **loader_processes(workers),
             collate_fn=functools.partial(collate, pad_id=self.pad_id), persistent_workers=workers > 0,
             pin_memory=self.pin_memory,
         )
