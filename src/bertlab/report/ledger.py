@@ -98,9 +98,10 @@ def ledger_section(results: Results) -> list[str]:
     lines = ["## Budget ledger", ""]
     stages = stage_rows(results)
     if stages:
-        lines += ["Process time per stage kind, by the runs that did work (an encoder's fine-tuning cells share "
-                  "one process, whose start-up counts once; start-up = interpreter, imports and config composition "
-                  "before the stage's own code). DVC's own bookkeeping and the install are outside these numbers.",
+        lines += ["Process time per stage kind, by the runs that did work (an encoder's runs share its stage's "
+                  "processes, `impl.jobs` at once, each process's start-up counted once; start-up = interpreter, "
+                  "imports and config composition before the stage's own code; runs at once add up to more than the "
+                  "wall time). DVC's own bookkeeping and the install are outside these numbers.",
                   ""]
         lines += table(["stage", "runs", "minutes", "of which start-up"], stages)
     else:
