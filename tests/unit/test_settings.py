@@ -41,13 +41,7 @@ def test_a_choice_outside_its_list_is_a_one_line_error(key: str) -> None:
     (["objective=ltr", "objective.nsp=true", "objective.data=nsp"], "objective.nsp=true: .* bidirectional"),
 ])
 def test_an_objective_is_checked_by_its_properties_not_its_name(overrides: list[str], message: str | None) -> None:
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["profile=smoke", *overrides])
-    if message is None:
-        check(cfg)
-    else:
-        with pytest.raises(UserError, match=message):
-            check(cfg)
+    checks_as(overrides, message)
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
@@ -58,6 +52,11 @@ def test_an_objective_is_checked_by_its_properties_not_its_name(overrides: list[
     (["impl.jobs=0"], r"^impl\.jobs=0: "),
 ])
 def test_runs_at_once_are_refused_beside_ddp(overrides: list[str], message: str | None) -> None:
+    checks_as(overrides, message)
+
+
+def checks_as(overrides: list[str], message: str | None) -> None:
+    """The smoke config with `overrides` passes `check` (`message` None) or is refused with `message`."""
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=["profile=smoke", *overrides])
     if message is None:
