@@ -206,10 +206,10 @@ def write_sweep(folder: Path, stage: str, logs: Path, jobs: int = 1) -> None:
     group, name, what, subdir = GROUPS[stage]
     folder.mkdir(parents=True, exist_ok=True)
     sweep: dict[str, Any] = {"hydra": {"sweep": {"dir": str(logs), "subdir": subdir}}}
+    how, launcher = "in one process", ""
     if jobs > 1:
         sweep["hydra"]["launcher"] = {"n_jobs": jobs}
-    how = f"{jobs} at once, each its own process" if jobs > 1 else "in one process"
-    launcher = "\n  - override hydra/launcher: joblib" if jobs > 1 else ""
+        how, launcher = f"{jobs} at once, each its own process", "\n  - override hydra/launcher: joblib"
     text = SWEEP.format(what=what, stage=stage, sweep=name, group=group, how=how, launcher=launcher)
     (folder / f"{name}.yaml").write_text(text + yaml.safe_dump(sweep, sort_keys=False))
 

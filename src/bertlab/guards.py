@@ -15,7 +15,7 @@ from typing import Any
 from bertlab.errors import Interrupted
 
 log = logging.getLogger(__name__)
-_installed: dict[int, bool] = {}  # the processes whose handlers stop_on_signals has set
+_installed: set[int] = set()  # the processes whose handlers stop_on_signals has set
 
 
 def stop_on_signals() -> None:
@@ -26,9 +26,9 @@ def stop_on_signals() -> None:
     (`DVC_STAGE` set), the death of the process that started this one counts as a SIGTERM: `dvc repro` stopped by
     SIGTERM exits at once without passing it on, which left its stage running as an orphan."""
     owner = os.getpid()
-    if _installed.get(owner):  # once a process (a stage's, then each job of its multirun's)
+    if owner in _installed:  # once a process (a stage's, then each job of its multirun's)
         return
-    _installed[owner] = True
+    _installed.add(owner)
 
     def handler(signum: int, _: Any) -> None:
         if os.getpid() != owner:  # a forked worker inherited this handler: die of the signal, as before

@@ -105,7 +105,8 @@ SETTINGS: dict[str, Number] = {
     "finetune.max_answer_length": count(), "finetune.probe_folds": count(2), "finetune.probe_tol": POSITIVE,
     "finetune.probe_cv_tol": POSITIVE,
     "finetune.probe_max_iter": count(),
-    "impl.threads": count(nullable=True), "impl.jobs": count(), "impl.eval_batch_size": count(), "impl.num_workers": count(0),
+    "impl.threads": count(nullable=True), "impl.jobs": count(), "impl.eval_batch_size": count(),
+    "impl.num_workers": count(0),
     "impl.num_nodes": count(nullable=True), "impl.max_device_batch": count(nullable=True),
     "impl.peak_tflops": Number(False, 0.0, open_lo=True, nullable=True),
 }

@@ -43,8 +43,9 @@ def main(*, named_runs: bool = False, run_name: Callable[[DictConfig], str] = la
     output directory (`<data_dir>/<stage>`, a training stage's `<out_dir>/<stage>`; a stage with `own_output` writes
     elsewhere and checks that itself) must be
     writable with room on its disk, before any compute is spent; `impl.threads` (speed only) sets torch's threads for
-    the whole process (null, with `impl.jobs` > 1 jobs of a multirun at once: its cores shared among them). A UserError or a full disk prints one line to stderr and exits with status 2; SIGTERM/SIGINT
-    (or, under DVC, the death of DVC: `bertlab.guards`) one line and status 128 + the signal. A run that completes
+    the whole process (null, with `impl.jobs` > 1 jobs of a multirun at once: its cores shared among them). A
+    UserError or a full disk prints one line to stderr and exits with status 2; SIGTERM/SIGINT (or, under DVC, the
+    death of DVC: `bertlab.guards`) one line and status 128 + the signal. A run that completes
     leaves its process's time, start-up included, in `<data_dir or out_dir>/timing/<stage>/<run>.json` for the
     report's budget ledger (one that finds itself finished already leaves that of the run that did the work; global
     rank zero only; `<run>` is the run's `run_name` for a stage of `named_runs`, else the stage's; the jobs of a multirun
