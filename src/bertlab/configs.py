@@ -144,8 +144,12 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
         spec, policy = read_study(study_cfg, spec)
         models = Models(spec)
         settings.check_presets()
+        jobs: dict[tuple[str, str], int] = {}  # a training stage's sweep for an encoder -> its runs at once
         for run in runs(params, spec, policy):
             full, key = _compose_run(run, composer, conf, models)
+            if run.encoder:  # the fewest any of its runs allows
+                where = (run.stage, run.encoder)
+                jobs[where] = min(jobs.get(where, full["impl"]["jobs"]), full["impl"]["jobs"])
             config, key_file = run_files(tmp, run)
             header = "# @package _global_\n" if run.encoder else ""
             for path, text in ((config, header + dump(full)),
@@ -154,10 +158,10 @@ def write_all(params: dict[str, Any], out: Path, spec: dict[str, Any] | None = N
                 path.write_text(text)
             count += 1
         models.check()
-        jobs = OmegaConf.select(study_cfg, "impl.jobs") or 1
         for stage in GROUPS:  # each encoder's runs of a training stage: one Hydra multirun, a job a run
             for encoder in spec["encoders"]:
-                write_sweep(tmp / stage / encoder, stage, Path(study_cfg.data_dir) / "hydra" / stage / encoder, jobs)
+                write_sweep(tmp / stage / encoder, stage, Path(study_cfg.data_dir) / "hydra" / stage / encoder,
+                            jobs.get((stage, encoder), 1))
     return count
 
 
@@ -215,7 +219,8 @@ def write_sweep(folder: Path, stage: str, logs: Path, jobs: int = 1) -> None:
 
 
 def _compose_run(run: Run, composer: Composer, conf: Path, models: Models) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`run`'s config, checked and added to `models`, and its key."""
+    """`run`'s config, checked (a training run's as one of its `impl.jobs` at once) and added to `models`, and its
+    key."""
     # the pipeline's own runs write its outputs, its report the committed reports/ (by hand: under out_dir)
     overrides = [*run.overrides, *PIPELINE_OUTPUTS]
     with ExitStack() as stack:
@@ -224,6 +229,8 @@ def _compose_run(run: Run, composer: Composer, conf: Path, models: Models) -> tu
         try:  # checked resolved: plain look-ups, not OmegaConf's per setting (benchmarks/README.md, configs)
             full = settings.resolved(cfg)
             settings.check(full, presets=False)
+            if run.encoder:  # a training stage's runs: a sweep, `impl.jobs` at once
+                settings.check_jobs(full, full["impl"]["jobs"])
             kinds.check(full)
             settings.check_appended(run.overrides, composer, conf)
         except UserError as err:

@@ -218,13 +218,17 @@ def check(cfg: Config, presets: bool = True) -> None:
         raise UserError(f"pretrain_data.short_seq_length={short}: must divide max_seq_length={length} and be shorter "
                         "(a short batch holds the same tokens)")
     check_probe(values)
-    if (select(values, "impl.jobs") or 1) > 1 and select(values, "impl.accelerator") != "cpu" \
-            and select(values, "impl.devices") != 1:
-        raise UserError(f"impl.jobs={select(values, 'impl.jobs')}: runs at once share one device; with "
-                        f"impl.devices={select(values, 'impl.devices')!r} (several: DDP) set impl.jobs=1")
     heads, hidden = select(values, "model.num_heads"), select(values, "model.hidden_size")
     if heads and hidden and hidden % heads:
         raise UserError(f"model.hidden_size={hidden} is not divisible by model.num_heads={heads}")
+
+
+def check_jobs(cfg: Config, jobs: int, setting: str = "impl.jobs") -> None:
+    """Refuse `jobs` runs at once (as `setting` says: the pipeline's sweeps' `impl.jobs`, a multirun's own launcher)
+    beside several devices (DDP, on any accelerator): they share one device."""
+    if jobs > 1 and (devices := select(cfg, "impl.devices")) != 1:
+        raise UserError(f"{setting}={jobs}: runs at once share one device; with impl.devices={devices!r} (several: "
+                        f"DDP) set {setting}=1")
 
 
 def check_probe(values: dict[str, Any]) -> None:

@@ -59,11 +59,12 @@ def main(*, named_runs: bool = False, run_name: Callable[[DictConfig], str] = la
         @functools.wraps(fn)
         def task(cfg: DictConfig) -> None:
             # a multirun's jobs share the process: its time before a job counts once, in the first job's record
-            startup, began = (0.0 if _timed else process_age()), time.perf_counter()
+            startup, began = job_startup(), time.perf_counter()
             logging.raiseExceptions = False  # a log file on a full disk: not thousands of lines of "Logging error"
             try:
                 stop_on_signals()
                 settings.check(cfg)
+                settings.check_jobs(cfg, jobs_at_once(), "hydra.launcher.n_jobs")  # as this multirun runs
                 settings.check_appended(*composed_overrides(), Path(CONF_DIR))
                 while _notices:  # on stdout: stderr is the errors' (a refused run's, one line)
                     print(_notices.pop(0))
@@ -88,7 +89,7 @@ def main(*, named_runs: bool = False, run_name: Callable[[DictConfig], str] = la
                     write_json(root / "timing" / stage_name / f"{run}.json", {
                         "startup_seconds": round(startup, 2),
                         "process_seconds": round(startup + time.perf_counter() - began, 2)})
-                    _timed.append(run)
+                    timed(run)
             except UserError as err:
                 print(f"error: {err}", file=sys.stderr)
                 sys.exit(2)
@@ -198,16 +199,37 @@ def composed_overrides() -> tuple[list[str], Callable[[list[str]], DictConfig]]:
     return list(hydra_cfg.overrides.task), lambda overrides: hydra.compose(hydra_cfg.job.config_name, overrides)
 
 
-def cores_per_job() -> int | None:
-    """Torch's threads for a job of a multirun whose jobs run at once (Hydra's joblib launcher, `impl.jobs` > 1): this
-    process's cores shared among them, at least one each; None otherwise (torch's default)."""
+def jobs_at_once() -> int:
+    """How many jobs of this multirun run at once (Hydra's joblib launcher: its `n_jobs`, `impl.jobs` in the pipeline's
+    sweeps); 1 otherwise."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode != RunMode.MULTIRUN or "joblib" not in str(OmegaConf.select(hydra_cfg, "launcher._target_")):
-        return None
-    return max(1, len(os.sched_getaffinity(0)) // int(hydra_cfg.launcher.n_jobs))
+        return 1
+    from joblib import effective_n_jobs  # n_jobs -1 (its default): one a core
+
+    return effective_n_jobs(hydra_cfg.launcher.n_jobs)
+
+
+def cores_per_job() -> int | None:
+    """Torch's threads for a job of a multirun whose jobs run at once (`jobs_at_once` > 1): this process's cores
+    shared among them, at least one each; None otherwise (torch's default)."""
+    jobs = jobs_at_once()
+    return max(1, len(os.sched_getaffinity(0)) // jobs) if jobs > 1 else None
+
+
+# A job of a multirun launched in another process (Hydra's joblib launcher) gets `task` pickled by value, and with it a
+# copy of every module global it names: this process's record of timed runs is reached through module-level functions,
+# which travel by reference.
+def job_startup() -> float | None:
+    """The start-up to count for this process's next run: its age for the first run it records, 0 after."""
+    return 0.0 if _timed else process_age()
+
+
+def timed(run: str) -> None:
+    _timed.append(run)
 
 
 def process_age() -> float | None:

@@ -211,6 +211,28 @@ def test_multirun_sweeps_a_model_setting(prepared: Path) -> None:
         assert load_plain(pretrain_dir(prepared, f"sweep_L{layers}", 1))[1].num_layers == layers
 
 
+def test_runs_at_once_count_each_processs_start_up_once(prepared: Path) -> None:
+    """Four runs, two at once (Hydra's joblib launcher: two worker processes): a process's first run records its
+    start-up, its later runs none (not the time of the runs before them)."""
+    done = stage("pretrain", prepared, "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "seed=1,2,3,4",
+                 "name=workers", "pretrain.max_steps=2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(f.read_text()) for f in (prepared / "timing" / "pretrain").glob("workers-*.json")]
+    assert len(records) == 4 and 1 <= sum(r["startup_seconds"] > 0 for r in records) <= 2  # (a worker may run 3)
+
+
+def test_runs_at_once_beside_ddp_are_refused_before_any_step(prepared: Path) -> None:
+    """A multirun whose jobs run at once (Hydra's joblib launcher), each asking for DDP: every job refuses."""
+    done = stage("pretrain", prepared, "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "impl.devices=2",
+                 "seed=1,2", "name=at_once")
+    errors = {line for line in done.stderr.splitlines() if line.startswith("error: ")}  # a job's (the launcher may
+    assert done.returncode == 2 and errors == {  # stop the other at the first)
+        "error: hydra.launcher.n_jobs=2: runs at once share one device; with impl.devices=2 (several: DDP) set "
+        "hydra.launcher.n_jobs=1"}, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1].startswith("error: ")
+    assert not (prepared / "pretrain" / "at_once").exists()
+
+
 def test_gpu_profile_configures_and_starts_on_cpu(prepared: Path) -> None:
     """The paper-scale profile with its GPU `impl` (bf16 autocast, torch.compile, devices=auto) on a CPU."""
     done = subprocess.run(

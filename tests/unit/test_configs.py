@@ -205,6 +205,14 @@ def test_an_encoders_runs_train_at_once_as_impl_jobs_says(tmp_path: Path) -> Non
     for sweep in [*(tmp_path / "configs/pretrain").glob("*/runs.yaml"),
                   *(tmp_path / "configs/finetune").glob("*/cells.yaml")]:
         assert yaml.safe_load(sweep.read_text())["hydra"]["launcher"] == {"n_jobs": jobs}, sweep
+    ddp = SPEC | {"encoders": {**SPEC["encoders"], "bert": ["objective=mlm_nsp", "impl.devices=2"]}}
+    with pytest.raises(UserError, match=rf"^pretrain run 'bert-1': impl\.jobs={jobs}: runs at once share one device; "
+                                        r"with impl\.devices=2 \(several: DDP\) set impl\.jobs=1$"):
+        write_all(PARAMS, tmp_path / "ddp", ddp)  # on the CPU too: DDP's processes beside the other runs'
+    ddp["encoders"]["bert"].append("impl.jobs=1")  # an encoder's runs one at a time: its sweeps', the rest at once
+    write_all(PARAMS, tmp_path / "ddp", ddp)
+    assert "launcher" not in yaml.safe_load((tmp_path / "ddp/pretrain/bert/runs.yaml").read_text())["hydra"]
+    assert yaml.safe_load((tmp_path / "ddp/pretrain/ltr/runs.yaml").read_text())["hydra"]["launcher"]["n_jobs"] == jobs
 
 
 def test_a_profile_that_renames_the_encoders_is_refused() -> None:
@@ -262,7 +270,8 @@ def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
 def test_the_key_holds_the_global_batch_not_how_devices_split_it(tmp_path: Path) -> None:
     keys = {}
     for name, overrides in {
-        "one": [], "two": ["impl.devices=2", "impl.strategy=ddp"], "nodes": ["impl=gpu", "impl.num_nodes=2"],
+        "one": [], "two": ["impl.devices=2", "impl.strategy=ddp", "impl.jobs=1"],  # DDP: one run at a time
+        "nodes": ["impl=gpu", "impl.num_nodes=2"],
         "accumulated": ["impl.max_device_batch=4"], "bigger": ["pretrain.batch_size=32"],
     }.items():
         write_all(PARAMS, tmp_path / name, SPEC | {"encoders": {"bert": ["objective=mlm_nsp", *overrides]},

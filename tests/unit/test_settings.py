@@ -14,7 +14,7 @@ from bertlab.errors import UserError
 from bertlab.kinds import KINDS
 from bertlab.modeling.features import FEATURES
 from bertlab import kinds, settings
-from bertlab.settings import CHOICES, check, check_name, check_presets, preset_shape
+from bertlab.settings import CHOICES, check, check_jobs, check_name, check_presets, preset_shape
 from bertlab.stage import CONF_DIR
 from bertlab.tokenizer import new_tokenizer
 
@@ -44,15 +44,29 @@ def test_an_objective_is_checked_by_its_properties_not_its_name(overrides: list[
     checks_as(overrides, message)
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    (["impl=gpu", "impl.devices=2", "impl.jobs=3"], r"^impl\.jobs=3: runs at once share one device; with "
-                                                    r"impl\.devices=2 \(several: DDP\) set impl\.jobs=1$"),
-    (["impl=gpu", "impl.devices=1", "impl.jobs=3"], None),  # small runs sharing one GPU
-    (["impl.jobs=3"], None),  # the CPU's cores shared
-    (["impl.jobs=0"], r"^impl\.jobs=0: "),
+@pytest.mark.parametrize(("overrides", "jobs", "message"), [
+    (["impl=gpu", "impl.devices=2"], 3, r"^impl\.jobs=3: runs at once share one device; with impl\.devices=2 "
+                                        r"\(several: DDP\) set impl\.jobs=1$"),
+    (["impl.devices=2"], 3, r"^impl\.jobs=3: .* impl\.devices=2 "),  # DDP on the CPU too
+    (["impl=gpu"], 2, r"^impl\.jobs=2: .* impl\.devices='auto' "),
+    (["impl=gpu", "impl.devices=1"], 3, None),  # small runs sharing one GPU
+    ([], 3, None),  # the CPU's cores shared
+    (["impl.devices=2"], 1, None),  # one run at a time (a run by hand: impl.jobs says nothing)
+    (["impl.jobs=0"], 1, r"^impl\.jobs=0: expected an integer >= 1"),
 ])
-def test_runs_at_once_are_refused_beside_ddp(overrides: list[str], message: str | None) -> None:
-    checks_as(overrides, message)
+def test_runs_at_once_are_refused_beside_ddp(overrides: list[str], jobs: int, message: str | None) -> None:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["profile=smoke", *overrides])
+
+    def checked() -> None:
+        check(cfg)  # a run's own settings (alone: DDP or not)
+        check_jobs(cfg, jobs)  # as one of `jobs` at once (a stage's multirun, the pipeline's sweeps)
+
+    if message is None:
+        checked()
+    else:
+        with pytest.raises(UserError, match=message):
+            checked()
 
 
 def checks_as(overrides: list[str], message: str | None) -> None:
