@@ -222,7 +222,8 @@ def test_runs_at_once_count_each_processs_start_up_once(prepared: Path) -> None:
 
 
 def test_runs_at_once_beside_ddp_are_refused_before_any_step(prepared: Path) -> None:
-    """A multirun whose jobs run at once (Hydra's joblib launcher), each asking for DDP: every job refuses."""
+    """A multirun whose jobs run at once (Hydra's joblib launcher), each asking for DDP: refused in its one line before
+    any step (the launcher may stop the other job at the first's error), exit 2, no run folder."""
     done = stage("pretrain", prepared, "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "impl.devices=2",
                  "seed=1,2", "name=at_once")
     errors = {line for line in done.stderr.splitlines() if line.startswith("error: ")}  # a job's (the launcher may

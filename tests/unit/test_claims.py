@@ -18,7 +18,7 @@ from bertlab.report import collect, stats
 from bertlab.report.cells import columns_of
 from bertlab.report.claims import Finding, check_claims
 from bertlab.report.collect import Results
-from bertlab.report.markdown import findings_section
+from bertlab.report.markdown import _tally, findings_section
 from bertlab.report.tables import paper, paper_effect, row_shape, rows
 from bertlab.stage import CONF_DIR
 from tests.report_data import BASE, FINETUNE, PRETRAIN, SMALL, ft, pre, study, write_data
@@ -88,6 +88,14 @@ def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
     tasks = len(SPEC["tables"]["table5"]["tasks"])  # a pair per Table 5 task: two measured, the rest not
     assert nsp.summary == (f"1 reproduced, 0 contradicted, 1 unresolved at this scale, {tasks - 2} not measured of "
                            f"{tasks} pairs (of the 1 resolved beside the paper's own A - B: 0 at its size, 1 ruling it out)")
+    # why, as the summary's tally counts it: a side with no data, a side the profile did not run, neither
+    assert (pair(nsp, "mnli").missing, pair(nsp, "qnli").missing, bilstm.missing) == (collect.NO_DATA,
+                                                                                      collect.NOT_RUN, "")
+    assert pair(nsp, "mrpc").missing == ""
+    assert _tally("Them", [*nsp.pairs, bilstm]).startswith(
+        f"- Them: 1 reproduced, 0 contradicted, 1 unresolved at this scale, {tasks - 1} not measured of {tasks + 1} "
+        "pairs (of the 1 resolved beside the paper's own A - B: 0 at its size, 1 ruling it out) (not measured: 1 no "
+        f"data, {tasks - 3} not run at this profile, 1 otherwise (below)); family-wise")
 
 
 def test_if_run_leaves_out_a_column_never_run(found) -> None:

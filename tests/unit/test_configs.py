@@ -16,6 +16,7 @@ from bertlab.stage import CONF_DIR, follow_params
 from tests.helpers import REPO
 
 PARAMS = {"profile": "smoke", "corpus": "mirror"}
+PROFILES = sorted(p.stem for p in (Path(CONF_DIR) / "profile").glob("*.yaml"))
 DECLARED: dict = yaml.safe_load((Path(CONF_DIR) / "ablations" / "default.yaml").read_text())
 # A small study: two encoders at two pretraining seeds, two modes, three seeds; each encoder runs 1 pretraining seed
 # (`bert` 2), each task 1 seed, SST-2 and CoNLL-2003 2 (`cells`).
@@ -253,11 +254,12 @@ def test_profiles_shrink_the_paper_shapes_keeping_their_order() -> None:
     assert (paper.num_layers, paper.hidden_size, paper.num_heads) == (12, 768, 12)
 
 
-@pytest.mark.parametrize("profile", ["smoke", "cpu", "cpu_full", "gpu", "paper"])
+@pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_composes(profile: str) -> None:
     cfg = compose_with(f"profile={profile}")
+    assert cfg.profile_name == profile
     assert cfg.pretrain.max_steps > 0 and cfg.model.hidden_size % cfg.model.num_heads == 0
-    assert cfg.impl.accelerator == ("cpu" if profile in ("smoke", "cpu", "cpu_full") else "auto")
+    assert cfg.impl.accelerator == ("auto" if profile in ("gpu", "paper") else "cpu")
 
 
 def test_an_unknown_option_is_a_one_line_error(tmp_path: Path) -> None:
@@ -348,8 +350,42 @@ def test_cpu_full_runs_what_cpu_leaves_out_and_every_cpu_run_with_its_key(tmp_pa
     assert len(sst2) >= 3 and all(key["finetune"]["max_train_examples"] == 16000 for key in sst2)  # Table 6's at cpu
 
 
+def test_cpu_mrpc_widths_runs_what_cpu_leaves_out_with_the_keys_cpu_full_gives_its_runs(tmp_path: Path) -> None:
+    """conf/profile/cpu_mrpc_widths.yaml: every encoder (a width row included) and MRPC train with the keys `cpu_full`
+    gives them (so either profile's finished runs serve the other); the tasks the default measures (QNLI here) are
+    not run, each record saying why."""
+    spec = SPEC | {"pretrain_seeds": [1, 2, 3], "seeds": [1],
+                   "encoders": {"bert": ["objective=mlm_nsp"], "nonsp": ["objective=mlm"],
+                                "scratch": ["objective=mlm_nsp", "pretrain.max_steps=0"],
+                                "L6_H768_A3": ["objective=mlm_nsp", "model=L6_H768_A3", "study=size"]},
+                   "tables": {"table5": {"tasks": ["qnli", "mrpc"],
+                                         "rows": {f"{e}-finetune": {} for e in ("bert", "nonsp", "scratch")}},
+                              "table6": {"tasks": ["mrpc", "sst2"], "rows": {"L6_H768_A3-finetune": {}}}}}
+    keys = {}
+    for profile in ("cpu_full", "cpu_mrpc_widths"):
+        cells = OmegaConf.to_container(compose_with(f"profile={profile}").ablations.cells)
+        write_all({**PARAMS, "profile": profile}, tmp_path / profile, spec | {"cells": cells})
+        keys[profile] = {str(p.relative_to(tmp_path / profile)): yaml.safe_load(p.read_text())
+                         for p in (tmp_path / profile).rglob("*.yaml") if p.parent.name == "keys"}
+        for key in keys[profile].values():
+            key["overrides"].remove(f"profile={profile}")
+    full, ours = keys["cpu_full"], keys["cpu_mrpc_widths"]
+    trained = {k for k, key in ours.items() if not key.get("not_run")}
+    assert trained == {*(f"pretrain/{e}/keys/{e}-{s}.yaml" for e in ("bert", "nonsp", "scratch", "L6_H768_A3")
+                         for s in (1, 2, 3)),  # scratch's: its initialisation
+                       *(f"finetune/L6_H768_A3/keys/{t}-L6_H768_A3-finetune-{s}-1.yaml" for t in ("mrpc", "sst2")
+                         for s in (1, 2, 3)),
+                       *(f"finetune/{e}/keys/mrpc-{e}-finetune-{s}-1.yaml" for e in ("bert", "nonsp", "scratch")
+                         for s in (1, 2, 3))}
+    assert full.keys() == ours.keys() and all(full[k] == ours[k] for k in trained)
+    left = {k: ours[k]["not_run"] for k in ours.keys() - trained}
+    assert left.keys() == {f"finetune/{e}/keys/qnli-{e}-finetune-{s}-1.yaml" for e in ("bert", "nonsp", "scratch")
+                           for s in (1, 2, 3)}
+    assert all(why.startswith("qnli: ") and "the default's (reports/)" in why for why in left.values()), left
+
+
 @pytest.mark.parametrize("path", ["params.yaml", "conf/ablations/default.yaml",
-                                  *(f"conf/profile/{p}.yaml" for p in ("smoke", "cpu", "cpu_full", "gpu", "paper"))])
+                                  *(f"conf/profile/{p}.yaml" for p in PROFILES)])
 def test_what_dvc_reads_or_sets_has_nothing_it_would_interpolate(path: str) -> None:
     """`dvc exp run -S` resolves `${...}` in the file it sets (DVC issue 11018) and stops on Hydra's interpolations;
     dvc.yaml reads the declaration as its vars."""

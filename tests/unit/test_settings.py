@@ -55,29 +55,25 @@ def test_an_objective_is_checked_by_its_properties_not_its_name(overrides: list[
     (["impl.jobs=0"], 1, r"^impl\.jobs=0: expected an integer >= 1"),
 ])
 def test_runs_at_once_are_refused_beside_ddp(overrides: list[str], jobs: int, message: str | None) -> None:
+    checks_as(overrides, message, jobs)
+
+
+def checks_as(overrides: list[str], message: str | None, jobs: int | None = None) -> None:
+    """The smoke config with `overrides` passes `check` (`message` None) or is refused with `message`; given `jobs`,
+    also `check_jobs`, as one of `jobs` runs at once (a stage's multirun, the pipeline's sweeps)."""
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name="config", overrides=["profile=smoke", *overrides])
 
     def checked() -> None:
         check(cfg)  # a run's own settings (alone: DDP or not)
-        check_jobs(cfg, jobs)  # as one of `jobs` at once (a stage's multirun, the pipeline's sweeps)
+        if jobs is not None:
+            check_jobs(cfg, jobs)
 
     if message is None:
         checked()
     else:
         with pytest.raises(UserError, match=message):
             checked()
-
-
-def checks_as(overrides: list[str], message: str | None) -> None:
-    """The smoke config with `overrides` passes `check` (`message` None) or is refused with `message`."""
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["profile=smoke", *overrides])
-    if message is None:
-        check(cfg)
-    else:
-        with pytest.raises(UserError, match=message):
-            check(cfg)
 
 
 @pytest.mark.parametrize(("override", "message"), [

@@ -28,7 +28,7 @@ from bertlab.errors import UserError
 from bertlab.modeling.features import feature_signature
 from bertlab.report import family, power, stats
 from bertlab.report.cells import PPL, Cell, CellOf, cell_lookup, resampling, side_cell
-from bertlab.report.collect import NOT_RUN, Results, encoder_record
+from bertlab.report.collect import NO_DATA, NOT_RUN, Results, encoder_record
 from bertlab.report.multiboot import MultiContrast, multi_bootstrap
 from bertlab.report.pairs import Finding, Pair, Side
 from bertlab.report.tables import (encoder_of, paper_effect, row_key, row_label, rows, shape_size, table_names,
@@ -150,7 +150,8 @@ def floor_ratio_pair(spec: dict[str, Any], results: Results, a: Side, bound: flo
     reason = cell.reason or ("" if cell.floor is not None else "no per-instance floor")
     if reason:
         nan = math.nan
-        return Pair(PPL, a, b, stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), reason, bound=bound)
+        return Pair(PPL, a, b, stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), reason,
+                    cell.status if cell.status in (NO_DATA, NOT_RUN) else "", bound=bound)
     runs = len(cell.runs)
     return Pair(PPL, a, b, stats.ratio_to_floor(cell.runs, cell.floor, bound, **resampling(bootstrap)),
                 bound=bound, seeds=(runs, 1), pretrain_runs=(runs, 1))
@@ -212,7 +213,8 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
             if (result.verdict == stats.UNRESOLVED and sized and sized.beyond and fewest is None
                     and sized.note != power.ASSUMED):  # unlimited runs under BEYOND_POWER, measured run variance
                 result = replace(result, verdict=stats.BEYOND)
-            pairs.append(Pair(column, a, b, result, reason, budget=budget, paper=effect,
+            missing = next((s for s in (NO_DATA, NOT_RUN) if any(c.status == s for c in cells)), "")
+            pairs.append(Pair(column, a, b, result, reason, missing, budget=budget, paper=effect,
                               compressed=any(c.at_floor for c in cells), seeds=(len(cells[0].runs), len(cells[1].runs)),
                               pretrain_runs=(len(cells[0].groups), len(cells[1].groups)),
                               mde=mde, runs_needed=runs, power_note=note, runs_edge=fewest,

@@ -9,7 +9,7 @@ from typing import Any
 
 from bertlab.report import stats
 from bertlab.report.cells import PPL, Entry
-from bertlab.report.collect import NOT_RUN, OK, Results, encoder_record
+from bertlab.report.collect import NO_DATA, NOT_RUN, OK, Results, encoder_record
 from bertlab.report.legend import legend
 from bertlab.report.multiboot import DRAWS, MultiContrast
 from bertlab.report.pairs import Finding, Pair
@@ -230,10 +230,20 @@ def _tally(what: str, pairs: list[Pair]) -> str:
     held = {v: sum((p.familywise or p.contrast.verdict) == v for p in counted)
             for v in (stats.REPRODUCED, stats.CONTRADICTED)}
     repeats = len(pairs) - len(counted)
-    summary = stats.summarize([p.contrast for p in counted], [p.paper for p in counted])
+    summary = stats.summarize([p.contrast for p in counted], [p.paper for p in counted]) + _unmeasured(counted)
     return (f"- {what}: {summary}; family-wise (Holm within each table): {held[stats.REPRODUCED]} reproduced, "
             f"{held[stats.CONTRADICTED]} contradicted" + (f" ({repeats} more pair{'s' * (repeats > 1)} repeating "
                                                            "another's models, counted once)" if repeats else "") + ".")
+
+
+def _unmeasured(pairs: list[Pair]) -> str:
+    """Why the not measured of `pairs` were: no data offline, not run at this profile, or else (a metric not finite)."""
+    why = [p.missing for p in pairs if p.contrast.verdict == stats.NOT_MEASURED]
+    if not why:
+        return ""
+    parts = [f"{why.count(NO_DATA)} no data", f"{why.count(NOT_RUN)} not run at this profile"]
+    rest = len(why) - why.count(NO_DATA) - why.count(NOT_RUN)
+    return f" (not measured: {', '.join(parts + [f'{rest} otherwise (below)'] * bool(rest))})"
 
 
 def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry], findings: list[Finding],

@@ -26,6 +26,7 @@ class Pair:
     b: Side
     contrast: stats.Contrast
     reason: str = ""  # why it was not measured
+    missing: str = ""  # not measured because a side has no data (`collect.NO_DATA`) or was not run (`NOT_RUN`)
     bound: float | None = None  # a ratio pair's: B is `bound` times A's floor
     budget: str = ""  # the cells' fine-tuning budget (A's / B's where they differ)
     paper: float | None = None  # the paper's own A - B (None: it gives no comparable number)
