@@ -142,6 +142,11 @@ def size_pairs(spec: dict[str, Any], results: Results, table: str) -> list[tuple
     return pairs
 
 
+def _missing(*cells: Cell) -> str:
+    """`Pair.missing` of a pair on `cells`: NO_DATA where a side has no data, else NOT_RUN where one was not run."""
+    return next((s for s in (NO_DATA, NOT_RUN) if any(c.status == s for c in cells)), "")
+
+
 def floor_ratio_pair(spec: dict[str, Any], results: Results, a: Side, bound: float,
                      bootstrap: dict[str, Any]) -> Pair:
     """A's held-out perplexity over its unigram floor's, over all its pretraining runs, against `bound`."""
@@ -151,7 +156,7 @@ def floor_ratio_pair(spec: dict[str, Any], results: Results, a: Side, bound: flo
     if reason:
         nan = math.nan
         return Pair(PPL, a, b, stats.Contrast(nan, nan, nan, stats.NOT_MEASURED, 0, 1, 1), reason,
-                    cell.status if cell.status in (NO_DATA, NOT_RUN) else "", bound=bound)
+                    _missing(cell), bound=bound)
     runs = len(cell.runs)
     return Pair(PPL, a, b, stats.ratio_to_floor(cell.runs, cell.floor, bound, **resampling(bootstrap)),
                 bound=bound, seeds=(runs, 1), pretrain_runs=(runs, 1))
@@ -213,8 +218,7 @@ def check_claims(spec: dict[str, Any], results: Results, cell: CellOf | None = N
             if (result.verdict == stats.UNRESOLVED and sized and sized.beyond and fewest is None
                     and sized.note != power.ASSUMED):  # unlimited runs under BEYOND_POWER, measured run variance
                 result = replace(result, verdict=stats.BEYOND)
-            missing = next((s for s in (NO_DATA, NOT_RUN) if any(c.status == s for c in cells)), "")
-            pairs.append(Pair(column, a, b, result, reason, missing, budget=budget, paper=effect,
+            pairs.append(Pair(column, a, b, result, reason, _missing(*cells), budget=budget, paper=effect,
                               compressed=any(c.at_floor for c in cells), seeds=(len(cells[0].runs), len(cells[1].runs)),
                               pretrain_runs=(len(cells[0].groups), len(cells[1].groups)),
                               mde=mde, runs_needed=runs, power_note=note, runs_edge=fewest,
