@@ -93,9 +93,9 @@ def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
                                                                                       collect.NOT_RUN, "")
     assert pair(nsp, "mrpc").missing == ""
     assert _tally("Them", [*nsp.pairs, bilstm]).startswith(
-        f"- Them: 1 reproduced, 0 contradicted, 1 unresolved at this scale, {tasks - 1} not measured of {tasks + 1} "
-        "pairs (of the 1 resolved beside the paper's own A - B: 0 at its size, 1 ruling it out) (not measured: 1 no "
-        f"data, {tasks - 3} not run at this profile, 1 otherwise (below)); family-wise")
+        f"- Them: 1 reproduced, 0 contradicted, 1 unresolved at this scale, {tasks - 1} not measured (1 no data, "
+        f"{tasks - 3} not run at this profile, 1 otherwise (below)) of {tasks + 1} pairs (of the 1 resolved beside "
+        "the paper's own A - B: 0 at its size, 1 ruling it out); family-wise")
 
 
 def test_if_run_leaves_out_a_column_never_run(found) -> None:

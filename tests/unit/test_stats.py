@@ -175,6 +175,9 @@ def test_summarize() -> None:
     assert stats.summarize([c(stats.NOT_MEASURED)]) == (
         "0 reproduced, 0 contradicted, 0 unresolved at this scale, 1 not measured of 1 pair"
     )
+    assert stats.summarize([c(stats.NOT_MEASURED)], why_unmeasured="1 no data") == (
+        "0 reproduced, 0 contradicted, 0 unresolved at this scale, 1 not measured (1 no data) of 1 pair"
+    )
     sized = [stats.Contrast(2.0, 1.0, 3.0, v, 10, 2, 2) for v in (stats.REPRODUCED,) * 3 + (stats.UNRESOLVED,)]
     assert stats.summarize(sized, [2.5, 10.7, None, 9.0]) == (  # the unresolved one ruling it out is not counted
         "3 reproduced, 0 contradicted, 1 unresolved at this scale of 4 pairs (of the 2 resolved beside the paper's own "

@@ -230,7 +230,7 @@ def _tally(what: str, pairs: list[Pair]) -> str:
     held = {v: sum((p.familywise or p.contrast.verdict) == v for p in counted)
             for v in (stats.REPRODUCED, stats.CONTRADICTED)}
     repeats = len(pairs) - len(counted)
-    summary = stats.summarize([p.contrast for p in counted], [p.paper for p in counted]) + _unmeasured(counted)
+    summary = stats.summarize([p.contrast for p in counted], [p.paper for p in counted], _unmeasured(counted))
     return (f"- {what}: {summary}; family-wise (Holm within each table): {held[stats.REPRODUCED]} reproduced, "
             f"{held[stats.CONTRADICTED]} contradicted" + (f" ({repeats} more pair{'s' * (repeats > 1)} repeating "
                                                            "another's models, counted once)" if repeats else "") + ".")
@@ -243,7 +243,7 @@ def _unmeasured(pairs: list[Pair]) -> str:
         return ""
     parts = [f"{why.count(NO_DATA)} no data", f"{why.count(NOT_RUN)} not run at this profile"]
     rest = len(why) - why.count(NO_DATA) - why.count(NOT_RUN)
-    return f" (not measured: {', '.join(parts + [f'{rest} otherwise (below)'] * bool(rest))})"
+    return ", ".join(parts + [f"{rest} otherwise (below)"] * bool(rest))
 
 
 def render_markdown(spec: dict[str, Any], results: Results, entries: list[Entry], findings: list[Finding],

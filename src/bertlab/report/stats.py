@@ -208,12 +208,15 @@ def reading(contrast: Contrast, paper: float | None, compressed: bool = False, u
     return text
 
 
-def summarize(contrasts: Sequence[Contrast], papers: Sequence[float | None] | None = None) -> str:
+def summarize(contrasts: Sequence[Contrast], papers: Sequence[float | None] | None = None, why_unmeasured: str = ""
+              ) -> str:
     """One line of verdict counts, e.g. "3 reproduced, 1 contradicted, 10 unresolved at this scale of 14 pairs", and
-    with the paper's effects (`papers`, one a contrast) how many of the resolved hold the paper's size."""
+    with the paper's effects (`papers`, one a contrast) how many of the resolved hold the paper's size;
+    `why_unmeasured` goes in brackets after the not measured count."""
     counts = Counter(c.verdict for c in contrasts)
     parts = [f"{counts[v]} {v}" for v in (REPRODUCED, CONTRADICTED, UNRESOLVED)]
-    parts += [f"{counts[v]} {v}" for v in (BEYOND, NOT_MEASURED) if counts[v]]
+    parts += [f"{counts[v]} {v}" + (f" ({why_unmeasured})" if v == NOT_MEASURED and why_unmeasured else "")
+              for v in (BEYOND, NOT_MEASURED) if counts[v]]
     text = f"{', '.join(parts)} of {len(contrasts)} pair{'' if len(contrasts) == 1 else 's'}"
     sizes = Counter(size_of(c, p) for c, p in zip(contrasts, papers or ()) if c.verdict in (REPRODUCED, CONTRADICTED))
     if sizes[SIZE_HOLDS] or sizes[SIZE_OUT]:
