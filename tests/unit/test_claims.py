@@ -79,7 +79,7 @@ def test_the_interval_is_stats_compare_on_the_cells_items(found, tmp_path: Path)
 
 def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
     nsp = found["nsp_helps"]
-    assert pair(nsp, "mnli").reason == "BERT_BASE: no data; No NSP: not run"
+    assert pair(nsp, "mnli").reason == "BERT_BASE: no data; No NSP: no data"
     assert pair(nsp, "qnli").reason == "BERT_BASE: not run; No NSP: not run"
     (bilstm,) = found["bilstm_helps_ltr"].pairs
     assert bilstm.contrast.verdict == stats.NOT_MEASURED
@@ -92,6 +92,9 @@ def test_a_missing_side_is_not_measured_with_the_reason(found) -> None:
     assert (pair(nsp, "mnli").missing, pair(nsp, "qnli").missing, bilstm.missing) == (collect.NO_DATA,
                                                                                       collect.NOT_RUN, "")
     assert pair(nsp, "mrpc").missing == ""
+    # a task with no data here is "no data" even where the profile ran neither side: no profile could measure it
+    unrun = pair(found["size_mnli"], "mnli", "L24_H1024_A16", "L12_H1024_A16")
+    assert (unrun.missing, unrun.reason) == (collect.NO_DATA, "24/1024/16: no data; 12/1024/16: no data")
     assert _tally("Them", [*nsp.pairs, bilstm]).startswith(
         f"- Them: 1 reproduced, 0 contradicted, 1 unresolved at this scale, {tasks - 1} not measured (1 no data, "
         f"{tasks - 3} not run at this profile, 1 otherwise (below)) of {tasks + 1} pairs (of the 1 resolved beside "
@@ -209,7 +212,7 @@ def test_findings_markdown_uses_the_four_verdicts_only(found) -> None:
     assert "| SST-2 | BERT_BASE | No NSP | +0.0 [-" in md
     assert "**unresolved at this scale; the paper's size holds**: the interval admits its +0.1 |" in md
     assert "**reproduced**; a side is at its floor, where effects are compressed |" in md  # BERT vs scratch, MRPC
-    assert "| MNLI-m | BERT_BASE | No NSP | — | — | — | **not measured** (BERT_BASE: no data; No NSP: not run) |" in md
+    assert "| MNLI-m | BERT_BASE | No NSP | — | — | — | **not measured** (BERT_BASE: no data; No NSP: no data) |" in md
     assert ("### 6. Pretrained features carry more than a never-trained encoder's: a linear probe on frozen "
             "last-layer features (ours, not the paper's) (probes): not measured (not run)\n\n### 7.") in md
     assert ("### 7. Larger models reach lower held-out masked-LM perplexity (Table 6): 5 reproduced, 0 contradicted, "

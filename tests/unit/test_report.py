@@ -274,8 +274,8 @@ def test_markdown(built) -> None:
     assert "- No data for mnli: nyu-mll/glue/mnli: not in the mirror" in md
     assert ("| BERT_BASE | 84.4 | no data |  | 88.4 | — |  | 86.7 | 82.0 ± 2.0 (3 seeds) | 60.0 | 92.7 "
             "| 85.5 ± 0.7 (2 seeds) | 60.0 | 88.5 | 70.0 (1 seed) | 2.0 |") in md
-    assert "| From scratch (ours) |  | — |  |  | — |  |  | 60.0 (1 seed) | 60.0, **at floor** |" in md
-    assert ("| 3/768/12 | `L3_H768_A12` 1/192/12 | 0.45M | 2000 | 5.84 | 60.00 | 900.00 | 77.9 | — |  | 79.8 "
+    assert "| From scratch (ours) |  | no data |  |  | — |  |  | 60.0 (1 seed) | 60.0, **at floor** |" in md
+    assert ("| 3/768/12 | `L3_H768_A12` 1/192/12 | 0.45M | 2000 | 5.84 | 60.00 | 900.00 | 77.9 | no data |  | 79.8 "
             "| 70.0 (1 seed) | 60.0 | 88.4 | 30.0 (1 seed) | 60.0, **below floor** |") in md
     assert "| 24/1024/16 | `L24_H1024_A16` — | — | — | 3.23 | — |  |" in md
     assert "| Concat Last Four Hidden | 96.1 | 85.0 (1 seed) | 0.0 |" in md

@@ -121,10 +121,11 @@ def row_cell(results: Results, columns: dict[str, Any], task: str, row: str, pre
 
 def runs_cell(results: Results, columns: dict[str, Any], task: str, matching: list[dict[str, Any]]) -> Cell:
     """Our number for `task` over the fine-tuning runs `matching` (pretraining runs and seeds): ok runs win over "no
-    data", and "no data" over runs the profile left out ("not run", with why)."""
+    data" (a run's, or the task's in the download manifest: no profile could run it here), and "no data" over runs the
+    profile left out ("not run", with why)."""
     ok = sorted((r for r in matching if r["status"] == OK), key=lambda r: (r["pretrain_seed"], r["seed"]))
     if not ok:
-        if any(r["status"] == NO_DATA for r in matching):
+        if not results.has_data(task) or any(r["status"] == NO_DATA for r in matching):
             return Cell(NO_DATA, reason=NO_DATA)
         why = next((r["reason"] for r in matching if r["status"] == NOT_RUN and r.get("reason")), NOT_RUN)
         return Cell(NOT_RUN, reason=why)

@@ -48,6 +48,10 @@ class Results:
     timing: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)  # stage -> run -> seconds
     not_run: dict[str, str] = field(default_factory=dict)  # pretraining run the profile left out -> why
 
+    def has_data(self, task: str) -> bool:
+        """Whether `task`'s data was downloaded, as the manifest says (a task it does not name: yes)."""
+        return self.manifest.get("tasks", {}).get(task, {}).get("status", OK) == OK
+
 
 def _columns(path: Path, side: Any, n: int, names: set[str] | None) -> Columns:
     """The per-item columns of one side ("model" or "floor", whose "name" is not a column) as arrays."""
